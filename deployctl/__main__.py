@@ -1,0 +1,5 @@
+import sys
+
+from deployctl.cli import main
+
+sys.exit(main())

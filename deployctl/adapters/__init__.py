@@ -1,0 +1,1 @@
+"""Thin adapters, one per outside thing; each is the only importer of its library."""

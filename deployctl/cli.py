@@ -1,0 +1,88 @@
+"""The ``deployctl`` command line: parse, dispatch to one verb module, apply the one error policy.
+
+Each module in ``deployctl.commands`` is a verb. It defines ``NAME``, ``HELP`` (one line),
+``DESCRIPTION`` (the ``--help`` text, with an example), ``add_arguments(parser)`` and
+``run(args) -> int``. Adding a verb is adding a module; nothing here changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+import traceback
+from types import ModuleType
+from typing import Sequence
+
+from deployctl import __version__, commands
+from deployctl.errors import DeployctlError, ExitCode
+
+log = logging.getLogger("deployctl")
+
+EPILOG = """\
+exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy ·
+            10 candidate rejected and rolled back · 11 inconclusive, baseline kept ·
+            12 rollback failed (manual action needed) · 130 interrupted
+"""
+
+
+def _verbs() -> list[ModuleType]:
+    found = []
+    for info in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        if hasattr(module, "NAME") and hasattr(module, "run"):
+            found.append(module)
+    return sorted(found, key=lambda m: m.NAME)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deployctl",
+        description="Promote a new SGLang configuration under systemd; keep it only if the evidence says so.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for module in _verbs():
+        verb = sub.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(verb)
+        verb.set_defaults(_run=module.run)
+    return parser
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return int(args._run(args))
+    except DeployctlError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except Exception:  # the bug path: keep the traceback for the report
+        print("deployctl hit a bug; please report it with this traceback:", file=sys.stderr)
+        traceback.print_exc()
+        return ExitCode.BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

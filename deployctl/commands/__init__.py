@@ -1,0 +1,1 @@
+"""One module per verb; ``deployctl.cli`` discovers them."""

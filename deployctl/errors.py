@@ -1,0 +1,82 @@
+"""deployctl's exception tree and the exit codes it maps to.
+
+Every adapter translates its library's errors into one of these at its boundary, so the CLI's single
+error policy (``deployctl.cli``) is the only place that turns an exception into an exit code.
+
+    DeployctlError                exit 1 unless a subclass says otherwise
+    ├── InputError                2  bad inventory, bad flags, missing file
+    ├── PreflightRefused          3  a pre-flight check found an ERROR
+    ├── Busy                      4  another operation holds the deployment's lock
+    ├── SystemdError              1  D-Bus / unit-file trouble
+    │   ├── UnitNotFound
+    │   ├── BadUnitSetting
+    │   ├── AccessDenied
+    │   └── JobFailed
+    └── RollbackFailed            12 the known-good unit could not be brought back
+"""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    OK = 0
+    BUG = 1
+    BAD_INPUT = 2
+    PREFLIGHT_REFUSED = 3
+    BUSY = 4
+    REJECTED = 10
+    INCONCLUSIVE = 11
+    ROLLBACK_FAILED = 12
+    INTERRUPTED = 130
+
+
+class DeployctlError(Exception):
+    """An expected failure: printed as ``error: message`` (+ ``hint: …``), never with a traceback."""
+
+    exit_code: int = ExitCode.BUG
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(DeployctlError):
+    exit_code = ExitCode.BAD_INPUT
+
+
+class PreflightRefused(DeployctlError):
+    exit_code = ExitCode.PREFLIGHT_REFUSED
+
+
+class Busy(DeployctlError):
+    exit_code = ExitCode.BUSY
+
+
+class SystemdError(DeployctlError):
+    pass
+
+
+class UnitNotFound(SystemdError):
+    pass
+
+
+class BadUnitSetting(SystemdError):
+    pass
+
+
+class AccessDenied(SystemdError):
+    pass
+
+
+class JobFailed(SystemdError):
+    def __init__(self, message: str, *, result: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.result = result
+
+
+class RollbackFailed(DeployctlError):
+    exit_code = ExitCode.ROLLBACK_FAILED
