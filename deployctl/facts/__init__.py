@@ -1,0 +1,1 @@
+"""Reference facts about SGLang shipped as data (flag interactions, ServerArgs fields per version)."""

@@ -1,0 +1,93 @@
+"""The promotion policy: how to benchmark, how to judge, which startup facts gate a candidate.
+
+Lives in the inventory under ``policy:`` (global) and may be overridden per deployment under
+``deployments.NAME.policy:``. Every field has a default sensible for the incident hardware (PCIe-only
+RTX PRO 6000 hosts, 1000-in/1000-out sweeps), so an inventory without a policy block still works.
+Unknown keys are errors, like everywhere in the inventory.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Metric = Literal["output_tok_s", "per_request_tok_s", "ttft_p99_s", "itl_p99_s", "e2e_p50_s"]
+
+
+class BenchPolicy(_Strict):
+    """What one benchmark sweep sends."""
+
+    concurrency: list[int] = Field(default=[1, 4, 16, 32, 64], min_length=1)
+    input_tokens: int = Field(default=1000, gt=0)
+    output_tokens: int = Field(default=1000, gt=0)
+    # None → max(4, 2 × C) requests per level, as the operators ran it.
+    requests_per_level: int | None = Field(default=None, gt=0)
+    warmup_requests: int = Field(default=2, ge=0)
+    max_failure_rate: float = Field(default=0.02, ge=0, le=1)
+    request_timeout_s: float = Field(default=600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _levels_positive(self) -> "BenchPolicy":
+        if any(c <= 0 for c in self.concurrency):
+            raise ValueError("concurrency levels must be positive integers")
+        return self
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests_per_level or max(4, 2 * concurrency)
+
+
+class LevelRule(_Strict):
+    """How one concurrency level counts in the verdict."""
+
+    limit_pct: float | None = Field(default=None, description="allowed regression in %, e.g. 5 for −5 %")
+    role: Literal["critical", "advisory"] = "critical"
+
+
+class JudgePolicy(_Strict):
+    """Noise-aware comparison of a candidate's sweep with the baseline's."""
+
+    metric: Metric = "output_tok_s"
+    limit_pct: float = Field(default=5.0, gt=0, description="a regression beyond this many % fails a level")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    min_trials: int = Field(default=2, ge=1)
+    max_trials: int = Field(default=5, ge=1)
+    levels: dict[int, LevelRule] = Field(default_factory=dict, description="per-concurrency overrides")
+    ttft_p99_limit_pct: float | None = Field(default=None, gt=0)
+    itl_p99_limit_pct: float | None = Field(default=None, gt=0)
+    inconclusive: Literal["keep_baseline", "keep_candidate"] = "keep_baseline"
+
+    @model_validator(mode="after")
+    def _trials_ordered(self) -> "JudgePolicy":
+        if self.max_trials < self.min_trials:
+            raise ValueError(f"max_trials ({self.max_trials}) is below min_trials ({self.min_trials})")
+        return self
+
+    def rule_for(self, concurrency: int) -> LevelRule:
+        rule = self.levels.get(concurrency, LevelRule())
+        if rule.limit_pct is None:
+            rule = rule.model_copy(update={"limit_pct": self.limit_pct})
+        return rule
+
+
+class StartupGates(_Strict):
+    """Facts from the startup log that fail a candidate before any benchmark request."""
+
+    max_running_requests_drop_pct: float | None = Field(default=10.0, ge=0)
+    max_total_num_tokens_drop_pct: float | None = Field(default=25.0, ge=0)
+    cuda_graph_must_stay_enabled: bool = True
+    new_failure_warnings: bool = True
+    startup_timeout_s: float = Field(default=1800.0, gt=0, description="from restart to ready")
+
+
+class Policy(_Strict):
+    bench: BenchPolicy = Field(default_factory=BenchPolicy)
+    judge: JudgePolicy = Field(default_factory=JudgePolicy)
+    gates: StartupGates = Field(default_factory=StartupGates)
+    # A rollback verifies the restored baseline with a short sweep at these levels.
+    verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
