@@ -1,0 +1,405 @@
+"""The ledger: every release and every step of every promote, in SQLite (WAL) on the host.
+
+The only importer of ``sqlite3``. Lives in the state directory (``--state-dir``, ``$DEPLOYCTL_STATE_DIR``,
+default ``/var/lib/deployctl``) next to the locks, because the evidence belongs where the GPUs are.
+
+Tables:
+- ``releases``: one row per promote / rollback / adoption of the installed unit: deployment, profile,
+  unit text and hash, flags and environment (secret-looking values redacted), who, when, the machine's
+  state (JSON, saved *before* each side effect), startup reports, verdict, reasons and result.
+- ``events``: the intent of each action before it runs and its outcome after, in order.
+- ``benchmarks``: raw benchmark results (samples included) with the unit hash, host and SGLang version
+  they measured, so a fresh baseline can be reused.
+
+Secrets are never stored: values of environment variables whose names contain TOKEN, KEY, SECRET or
+PASSWORD are replaced by ``<redacted>`` in the environment, the flags and the unit text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from deployctl.errors import DeployctlError, InputError
+
+DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
+REDACTED = "<redacted>"
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# Environment=NAME=value, Environment="NAME=value" "OTHER=x", and flags like --api-key value.
+_ENV_ASSIGNMENT = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>"[^"]*"|[^\s"]*)')
+_SECRET_FLAG = re.compile(r"(--[a-z0-9-]*(?:key|token|secret|password)[a-z0-9-]*)(=|\s+)(\S+)", re.IGNORECASE)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS releases (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  deployment TEXT NOT NULL,
+  kind TEXT NOT NULL,                -- promote | rollback | adopted
+  profile TEXT,
+  unit_name TEXT NOT NULL,
+  unit_text TEXT NOT NULL,
+  unit_hash TEXT NOT NULL,
+  redacted INTEGER NOT NULL DEFAULT 0,
+  flags_json TEXT NOT NULL DEFAULT '{}',
+  env_json TEXT NOT NULL DEFAULT '{}',
+  host TEXT,
+  who TEXT NOT NULL,
+  pid INTEGER,
+  started_at REAL NOT NULL,
+  finished_at REAL,
+  phase TEXT,
+  state_json TEXT,
+  previous_id INTEGER,              -- the known-good release this one was tried against
+  baseline_startup_json TEXT,
+  startup_json TEXT,
+  verdict TEXT,
+  reasons_json TEXT NOT NULL DEFAULT '[]',
+  result TEXT,                      -- machine.Result value once finished
+  live INTEGER NOT NULL DEFAULT 0   -- 1 for the release whose unit is installed now
+);
+CREATE INDEX IF NOT EXISTS releases_deployment ON releases(deployment, id);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  release_id INTEGER NOT NULL REFERENCES releases(id),
+  at REAL NOT NULL,
+  phase TEXT NOT NULL,
+  kind TEXT NOT NULL,               -- intent | outcome | note
+  name TEXT NOT NULL,
+  detail_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_release ON events(release_id, id);
+CREATE TABLE IF NOT EXISTS benchmarks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  release_id INTEGER NOT NULL REFERENCES releases(id),
+  role TEXT NOT NULL,               -- baseline | candidate | verify
+  at REAL NOT NULL,
+  unit_hash TEXT NOT NULL,
+  host TEXT,
+  sglang_version TEXT,
+  bench_key TEXT NOT NULL,          -- what was measured (levels, tokens), for reuse
+  result_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS benchmarks_reuse ON benchmarks(unit_hash, bench_key, at);
+"""
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def redact_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (REDACTED if is_secret_name(k.replace("-", "_")) else v) for k, v in flags.items()}
+
+
+def redact_unit_text(text: str) -> str:
+    """The unit text with secret-looking environment values and flag values replaced."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        key, sep, rest = line.partition("=")
+        if sep and key.strip() == "Environment":
+            rest = _ENV_ASSIGNMENT.sub(
+                lambda mt: f"{mt['name']}={REDACTED}" if is_secret_name(mt["name"]) else mt[0], rest
+            )
+            line = key + sep + rest
+        line = _SECRET_FLAG.sub(lambda mt: f"{mt[1]}{mt[2]}{REDACTED}", line)
+        out.append(line)
+    return "".join(out)
+
+
+def who_from_env(env: Mapping[str, str], interactive: bool) -> str:
+    """Who asked, as an operator reads it: the sudo user, the SSH user and address, or a scheduled job."""
+    user = env.get("USER") or env.get("LOGNAME") or "root"
+    if env.get("SUDO_USER"):
+        return f"{env['SUDO_USER']} (sudo)"
+    if env.get("SSH_CONNECTION"):
+        return f"{user} (ssh from {env['SSH_CONNECTION'].split()[0]})"
+    if not interactive and not env.get("TERM"):
+        return f"{user} (cron or another non-interactive job)"
+    return user
+
+
+def resolve_state_dir(arg: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
+    if arg:
+        return Path(arg)
+    if env.get("DEPLOYCTL_STATE_DIR"):
+        return Path(env["DEPLOYCTL_STATE_DIR"])
+    return DEFAULT_STATE_DIR
+
+
+@dataclass(frozen=True)
+class Release:
+    id: int
+    deployment: str
+    kind: str
+    profile: str | None
+    unit_name: str
+    unit_text: str
+    unit_hash: str
+    redacted: bool
+    flags: dict[str, Any]
+    env: dict[str, str]
+    host: str | None
+    who: str
+    pid: int | None
+    started_at: float
+    finished_at: float | None
+    phase: str | None
+    state: dict[str, Any] | None
+    previous_id: int | None
+    baseline_startup: dict[str, Any] | None
+    startup: dict[str, Any] | None
+    verdict: str | None
+    reasons: list[str]
+    result: str | None
+    live: bool
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    phase: str
+    kind: str
+    name: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredBench:
+    release_id: int
+    role: str
+    at: float
+    unit_hash: str
+    host: str | None
+    sglang_version: str | None
+    bench_key: str
+    result: dict[str, Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+class Ledger:
+    """One SQLite database per state directory; every write is its own committed transaction."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # the intent must survive a power cut
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise DeployctlError(
+                f"cannot open the ledger {path}: {exc}",
+                hint="run as root, or point --state-dir / $DEPLOYCTL_STATE_DIR at a writable directory",
+            ) from exc
+
+    @classmethod
+    def open(cls, state_dir: Path, **kwargs: Any) -> "Ledger":
+        return cls(Path(state_dir) / "ledger.sqlite3", **kwargs)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> int:
+        try:
+            cur = self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise DeployctlError(f"the ledger {self.path} refused a write: {exc}") from exc
+        return int(cur.lastrowid or 0)
+
+    # --- releases ---------------------------------------------------------------------------------
+
+    def begin_release(
+        self,
+        *,
+        deployment: str,
+        kind: str,
+        unit_name: str,
+        unit_text: str,
+        unit_hash: str,
+        who: str,
+        profile: str | None = None,
+        flags: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        previous_id: int | None = None,
+        finished: bool = False,
+        live: bool = False,
+        result: str | None = None,
+    ) -> int:
+        safe_text = redact_unit_text(unit_text)
+        now = self._clock()
+        release_id = self._write(
+            "INSERT INTO releases (deployment, kind, profile, unit_name, unit_text, unit_hash, redacted, flags_json,"
+            " env_json, host, who, pid, started_at, finished_at, previous_id, result)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                deployment, kind, profile, unit_name, safe_text, unit_hash, int(safe_text != unit_text),
+                _dumps(redact_flags(flags or {})), _dumps(redact_env(env or {})), host, who, pid, now,
+                now if finished else None, previous_id, result,
+            ),
+        )
+        if live:
+            self.mark_live(release_id)
+        return release_id
+
+    def save_state(self, release_id: int, state: Mapping[str, Any]) -> None:
+        self._write(
+            "UPDATE releases SET phase=?, state_json=? WHERE id=?", (state.get("phase"), _dumps(state), release_id)
+        )
+
+    def save_startup(self, release_id: int, role: str, report: Mapping[str, Any] | None) -> None:
+        column = {"baseline": "baseline_startup_json", "candidate": "startup_json"}[role]
+        self._write(f"UPDATE releases SET {column}=? WHERE id=?", (_dumps(report), release_id))
+
+    def finish(self, release_id: int, *, result: str, verdict: str | None, reasons: list[str] | tuple[str, ...]) -> None:
+        self._write(
+            "UPDATE releases SET finished_at=?, result=?, verdict=?, reasons_json=? WHERE id=?",
+            (self._clock(), result, verdict, _dumps(list(reasons)), release_id),
+        )
+
+    def mark_live(self, release_id: int) -> None:
+        """``release_id``'s unit is the one installed now (kept, rolled back to, or adopted)."""
+        deployment = self.get(release_id).deployment
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("UPDATE releases SET live=0 WHERE deployment=?", (deployment,))
+            self._db.execute("UPDATE releases SET live=1 WHERE id=?", (release_id,))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK")
+            raise DeployctlError(f"the ledger {self.path} refused a write: {exc}") from exc
+
+    def get(self, release_id: int) -> Release:
+        row = self._db.execute("SELECT * FROM releases WHERE id=?", (release_id,)).fetchone()
+        if row is None:
+            raise InputError(f"no release {release_id} in the ledger {self.path}", hint="see `deployctl history`")
+        return _release(row)
+
+    def history(self, deployment: str | None = None, limit: int = 20) -> list[Release]:
+        if deployment:
+            rows = self._db.execute(
+                "SELECT * FROM releases WHERE deployment=? ORDER BY id DESC LIMIT ?", (deployment, limit)
+            )
+        else:
+            rows = self._db.execute("SELECT * FROM releases ORDER BY id DESC LIMIT ?", (limit,))
+        return [_release(r) for r in rows]
+
+    def unfinished(self, deployment: str) -> list[Release]:
+        rows = self._db.execute(
+            "SELECT * FROM releases WHERE deployment=? AND finished_at IS NULL ORDER BY id", (deployment,)
+        )
+        return [_release(r) for r in rows]
+
+    def live_release(self, deployment: str) -> Release | None:
+        row = self._db.execute(
+            "SELECT * FROM releases WHERE deployment=? AND live=1 ORDER BY id DESC LIMIT 1", (deployment,)
+        ).fetchone()
+        return _release(row) if row else None
+
+    def release_with_hash(self, deployment: str, unit_hash: str) -> Release | None:
+        row = self._db.execute(
+            "SELECT * FROM releases WHERE deployment=? AND unit_hash=? ORDER BY live DESC, id DESC LIMIT 1",
+            (deployment, unit_hash),
+        ).fetchone()
+        return _release(row) if row else None
+
+    # --- events -----------------------------------------------------------------------------------
+
+    def record(self, release_id: int, phase: str, kind: str, name: str, detail: Mapping[str, Any] | None = None) -> None:
+        self._write(
+            "INSERT INTO events (release_id, at, phase, kind, name, detail_json) VALUES (?,?,?,?,?,?)",
+            (release_id, self._clock(), phase, kind, name, _dumps(dict(detail or {}))),
+        )
+
+    def events(self, release_id: int) -> list[Event]:
+        rows = self._db.execute("SELECT * FROM events WHERE release_id=? ORDER BY id", (release_id,))
+        return [Event(r["at"], r["phase"], r["kind"], r["name"], _loads(r["detail_json"]) or {}) for r in rows]
+
+    # --- benchmarks -------------------------------------------------------------------------------
+
+    def save_bench(
+        self,
+        release_id: int,
+        role: str,
+        result: Mapping[str, Any],
+        *,
+        unit_hash: str,
+        bench_key: str,
+        host: str | None = None,
+        sglang_version: str | None = None,
+    ) -> None:
+        self._write(
+            "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(dict(result))),
+        )
+
+    def benches(self, release_id: int) -> list[StoredBench]:
+        rows = self._db.execute("SELECT * FROM benchmarks WHERE release_id=? ORDER BY id", (release_id,))
+        return [_bench(r) for r in rows]
+
+    def fresh_baseline(
+        self, *, unit_hash: str, bench_key: str, host: str | None, sglang_version: str | None, max_age_s: float
+    ) -> StoredBench | None:
+        """The newest baseline measurement of exactly this unit, host, SGLang version and sweep, if fresh."""
+        row = self._db.execute(
+            "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND host IS ?"
+            " AND sglang_version IS ? AND at>=? ORDER BY at DESC LIMIT 1",
+            (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s),
+        ).fetchone()
+        return _bench(row) if row else None
+
+
+def _release(row: sqlite3.Row) -> Release:
+    return Release(
+        id=row["id"], deployment=row["deployment"], kind=row["kind"], profile=row["profile"],
+        unit_name=row["unit_name"], unit_text=row["unit_text"], unit_hash=row["unit_hash"],
+        redacted=bool(row["redacted"]), flags=_loads(row["flags_json"]) or {}, env=_loads(row["env_json"]) or {},
+        host=row["host"], who=row["who"], pid=row["pid"], started_at=row["started_at"],
+        finished_at=row["finished_at"], phase=row["phase"], state=_loads(row["state_json"]),
+        previous_id=row["previous_id"], baseline_startup=_loads(row["baseline_startup_json"]),
+        startup=_loads(row["startup_json"]), verdict=row["verdict"], reasons=_loads(row["reasons_json"]) or [],
+        result=row["result"], live=bool(row["live"]),
+    )
+
+
+def _bench(row: sqlite3.Row) -> StoredBench:
+    return StoredBench(
+        release_id=row["release_id"], role=row["role"], at=row["at"], unit_hash=row["unit_hash"], host=row["host"],
+        sglang_version=row["sglang_version"], bench_key=row["bench_key"], result=_loads(row["result_json"]),
+    )
+

@@ -1,0 +1,414 @@
+"""The promote state machine, pure: no I/O, no clock, no environment.
+
+    PLAN → PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
+                                     │          │         │        │      │      │
+                                     └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
+                                                                                        │          │
+                                                                                        └──────────┴─▶ ROLLBACK_FAILED
+
+``next_action(state)`` says what to do next (``None`` once terminal); the runner does it and feeds the
+outcome to ``advance(state, outcome)``. Every path, including "the rollback fails", is a sequence of
+plain values, so tests drive it with scripted outcomes. The state round-trips through JSON
+(``to_dict``/``from_dict``) so the ledger can store it before each side effect and ``resume_after_crash``
+can pick it up after the controller died.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Union
+
+from deployctl.errors import ExitCode
+
+
+class Phase(str, Enum):
+    PLAN = "PLAN"
+    PREFLIGHT = "PREFLIGHT"
+    BASELINE = "BASELINE"
+    INSTALL = "INSTALL"
+    RESTART = "RESTART"
+    STARTUP = "STARTUP"
+    BENCH = "BENCH"
+    JUDGE = "JUDGE"
+    KEEP = "KEEP"
+    ROLLBACK = "ROLLBACK"
+    VERIFY = "VERIFY"
+    DONE = "DONE"
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"
+
+
+TERMINAL = frozenset({Phase.DONE, Phase.ROLLBACK_FAILED})
+# Phases in which the host may already run (or have on disk) something other than the known-good unit.
+_TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.KEEP})
+
+
+class Result(str, Enum):
+    KEPT = "kept"
+    UNCHANGED = "unchanged"
+    REJECTED = "rejected"
+    INCONCLUSIVE = "inconclusive"
+    REFUSED = "refused"
+    ABORTED = "aborted"
+    ROLLBACK_FAILED = "rollback_failed"
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT[self]
+
+
+_EXIT = {
+    Result.KEPT: ExitCode.OK,
+    Result.UNCHANGED: ExitCode.OK,
+    Result.REJECTED: ExitCode.REJECTED,
+    Result.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+    Result.REFUSED: ExitCode.PREFLIGHT_REFUSED,
+    Result.ABORTED: ExitCode.INTERRUPTED,
+    Result.ROLLBACK_FAILED: ExitCode.ROLLBACK_FAILED,
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The parts of the policy the machine itself decides with."""
+
+    bench_rounds: int = 4  # candidate benchmark rounds: the first, plus the judge's requests for more trials
+    rollback_attempts: int = 2
+    keep_when_inconclusive: bool = False
+    preflight: bool = True
+
+
+@dataclass(frozen=True)
+class State:
+    phase: Phase = Phase.PLAN
+    limits: Limits = field(default_factory=Limits)
+    result: Result | None = None  # decided as soon as it is known; final once the phase is terminal
+    reasons: tuple[str, ...] = ()
+    done: tuple[str, ...] = ()  # what was done to the host, in the operator's words
+    bench_round: int = 0
+    more_trials: tuple[tuple[int, int], ...] = ()  # (concurrency, extra trials) the judge asked for
+    rollback_attempt: int = 0
+    drift: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL
+
+    @property
+    def touched(self) -> bool:
+        """True when the host may not be on the known-good configuration any more."""
+        return self.phase in _TOUCHED or self.phase in (Phase.ROLLBACK, Phase.VERIFY, Phase.ROLLBACK_FAILED)
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code if self.result else ExitCode.BUG
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["phase"] = self.phase.value
+        data["result"] = self.result.value if self.result else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "State":
+        return cls(
+            phase=Phase(data["phase"]),
+            limits=Limits(**data.get("limits", {})),
+            result=Result(data["result"]) if data.get("result") else None,
+            reasons=tuple(data.get("reasons", ())),
+            done=tuple(data.get("done", ())),
+            bench_round=int(data.get("bench_round", 0)),
+            more_trials=tuple((int(c), int(n)) for c, n in data.get("more_trials", ())),
+            rollback_attempt=int(data.get("rollback_attempt", 0)),
+            drift=bool(data.get("drift", False)),
+        )
+
+
+# --- actions: what the runner must do next -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MakePlan:
+    """Render the candidate, read the installed unit, diff them."""
+
+
+@dataclass(frozen=True)
+class RunPreflight:
+    pass
+
+
+@dataclass(frozen=True)
+class MeasureBaseline:
+    """Benchmark the live release (or reuse a fresh measurement of the same unit, host and version)."""
+
+
+@dataclass(frozen=True)
+class InstallTrial:
+    pass
+
+
+@dataclass(frozen=True)
+class RestartCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class CheckStartupGates:
+    pass
+
+
+@dataclass(frozen=True)
+class BenchCandidate:
+    round: int
+    more_trials: tuple[tuple[int, int], ...] = ()  # empty: the first, full sweep
+
+
+@dataclass(frozen=True)
+class JudgeCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class KeepCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class RestoreBaseline:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class VerifyBaseline:
+    pass
+
+
+Action = Union[
+    MakePlan, RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
+    BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
+]
+
+
+# --- outcomes: what happened ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The action did what it should (install, keep, restore, benchmark, baseline, preflight)."""
+
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The action did not do what it should; the reasons say why, in the operator's words."""
+
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Judged:
+    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID (deployctl.judge)
+    reasons: tuple[str, ...] = ()
+    more_trials: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Verified:
+    ok: bool
+    drift: bool = False
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """The operator (``deployctl abort``, Ctrl-C) or the controller's own death stopped the promote."""
+
+    reason: str
+
+
+Outcome = Union[Planned, Succeeded, Failed, Judged, Verified, Interrupted]
+
+
+_ACTIONS = {
+    Phase.PLAN: lambda s: MakePlan(),
+    Phase.PREFLIGHT: lambda s: RunPreflight(),
+    Phase.BASELINE: lambda s: MeasureBaseline(),
+    Phase.INSTALL: lambda s: InstallTrial(),
+    Phase.RESTART: lambda s: RestartCandidate(),
+    Phase.STARTUP: lambda s: CheckStartupGates(),
+    Phase.BENCH: lambda s: BenchCandidate(round=s.bench_round, more_trials=s.more_trials),
+    Phase.JUDGE: lambda s: JudgeCandidate(),
+    Phase.KEEP: lambda s: KeepCandidate(),
+    Phase.ROLLBACK: lambda s: RestoreBaseline(attempt=s.rollback_attempt),
+    Phase.VERIFY: lambda s: VerifyBaseline(),
+}
+
+
+def start(limits: Limits = Limits()) -> State:
+    return State(phase=Phase.PLAN, limits=limits)
+
+
+def next_action(state: State) -> Action | None:
+    """The one thing to do next, or None when the promote is over."""
+    if state.terminal:
+        return None
+    return _ACTIONS[state.phase](state)
+
+
+def advance(state: State, outcome: Outcome) -> State:
+    """The state after ``outcome`` of ``next_action(state)``. Unexpected outcomes are bugs: ValueError."""
+    if state.terminal:
+        raise ValueError(f"the promote is over ({state.phase.value}); nothing can follow {outcome!r}")
+    if isinstance(outcome, Interrupted):
+        return _interrupted(state, outcome.reason)
+    step = _STEPS[state.phase]
+    return step(state, outcome)
+
+
+def resume_after_crash(state: State, reason: str) -> State:
+    """Where to pick up a promote whose controller died in ``state``: roll back, or finish the keep."""
+    if state.terminal:
+        return state
+    if state.phase is Phase.KEEP:
+        # The verdict was PASS and keeping is idempotent: finish what was started.
+        return replace(state, reasons=state.reasons + (reason,))
+    if state.phase in (Phase.ROLLBACK, Phase.VERIFY):
+        return replace(state, phase=Phase.ROLLBACK, rollback_attempt=0, reasons=state.reasons + (reason,))
+    return _interrupted(state, reason)
+
+
+# --- transitions ----------------------------------------------------------------------------------
+
+
+def _expect(outcome: Outcome, *kinds: type, phase: Phase) -> None:
+    if not isinstance(outcome, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ValueError(f"{phase.value} expects {names}, got {outcome!r}")
+
+
+def _rollback(state: State, result: Result, reasons: tuple[str, ...]) -> State:
+    return replace(state, phase=Phase.ROLLBACK, result=result, reasons=state.reasons + reasons, rollback_attempt=0)
+
+
+def _finish(state: State, result: Result, reasons: tuple[str, ...] = ()) -> State:
+    return replace(state, phase=Phase.DONE, result=result, reasons=state.reasons + reasons)
+
+
+def _interrupted(state: State, reason: str) -> State:
+    if state.phase in (Phase.ROLLBACK, Phase.VERIFY):
+        # Already on the way back to the known-good: finishing that is what an abort asks for.
+        return replace(state, reasons=state.reasons + (reason,))
+    if state.touched:
+        return _rollback(state, Result.ABORTED, (reason,))
+    return _finish(state, Result.ABORTED, (reason, "nothing on the host was changed"))
+
+
+def _plan(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Planned, phase=state.phase)
+    assert isinstance(outcome, Planned)
+    if outcome.unchanged:
+        return _finish(state, Result.UNCHANGED, ("the candidate renders to the unit already installed",))
+    return replace(state, phase=Phase.PREFLIGHT if state.limits.preflight else Phase.BASELINE)
+
+
+Step = Callable[[State, Outcome], State]
+
+
+def _simple(ok_phase: Phase, fail: Callable[[State, tuple[str, ...]], State]) -> Step:
+    def step(state: State, outcome: Outcome) -> State:
+        _expect(outcome, Succeeded, Failed, phase=state.phase)
+        if isinstance(outcome, Failed):
+            return fail(state, outcome.reasons)
+        return replace(state, phase=ok_phase, done=state.done + outcome.notes)
+
+    return step
+
+
+def _refuse(state: State, reasons: tuple[str, ...]) -> State:
+    return _finish(state, Result.REFUSED, reasons + ("nothing on the host was changed",))
+
+
+def _reject(state: State, reasons: tuple[str, ...]) -> State:
+    return _rollback(state, Result.REJECTED, reasons)
+
+
+def _bench(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Succeeded, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return _reject(state, outcome.reasons)
+    return replace(state, phase=Phase.JUDGE, bench_round=state.bench_round + 1, more_trials=())
+
+
+def _judge(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Judged, phase=state.phase)
+    assert isinstance(outcome, Judged)
+    verdict = outcome.outcome.upper()
+    if verdict == "PASS":
+        return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + outcome.reasons)
+    if verdict in ("FAIL", "INVALID"):
+        return _reject(state, outcome.reasons)
+    if verdict != "INCONCLUSIVE":
+        raise ValueError(f"unknown verdict {outcome.outcome!r}")
+    if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
+        return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
+    budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
+    if state.limits.keep_when_inconclusive:
+        reasons = outcome.reasons + (f"{budget}; the policy keeps the candidate",)
+        return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + reasons)
+    return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+
+
+def _keep(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Succeeded, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return _rollback(state, Result.REJECTED, ("the candidate passed but could not be kept",) + outcome.reasons)
+    return replace(state, phase=Phase.DONE, done=state.done + outcome.notes)
+
+
+def _restore(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Succeeded, Failed, phase=state.phase)
+    if isinstance(outcome, Succeeded):
+        return replace(state, phase=Phase.VERIFY, done=state.done + outcome.notes)
+    attempt = state.rollback_attempt + 1
+    if attempt < state.limits.rollback_attempts:
+        return replace(state, rollback_attempt=attempt, reasons=state.reasons + outcome.reasons)
+    return replace(
+        state,
+        phase=Phase.ROLLBACK_FAILED,
+        result=Result.ROLLBACK_FAILED,
+        reasons=state.reasons + outcome.reasons + (f"the known-good unit did not come back after {attempt} attempt(s)",),
+    )
+
+
+def _verify(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Verified, phase=state.phase)
+    assert isinstance(outcome, Verified)
+    if not outcome.ok:
+        return replace(
+            state,
+            phase=Phase.ROLLBACK_FAILED,
+            result=Result.ROLLBACK_FAILED,
+            reasons=state.reasons + outcome.reasons + ("the restored known-good unit failed its verification",),
+        )
+    return replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+
+
+_STEPS: dict[Phase, Step] = {
+    Phase.PLAN: _plan,
+    Phase.PREFLIGHT: _simple(Phase.BASELINE, _refuse),
+    Phase.BASELINE: _simple(Phase.INSTALL, _refuse),
+    Phase.INSTALL: _simple(Phase.RESTART, _reject),
+    Phase.RESTART: _simple(Phase.STARTUP, _reject),
+    Phase.STARTUP: _simple(Phase.BENCH, _reject),
+    Phase.BENCH: _bench,
+    Phase.JUDGE: _judge,
+    Phase.KEEP: _keep,
+    Phase.ROLLBACK: _restore,
+    Phase.VERIFY: _verify,
+}

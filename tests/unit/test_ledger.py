@@ -1,0 +1,144 @@
+"""The ledger: releases, intents before outcomes, benchmark reuse, secrets never stored."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from deployctl.adapters.ledger import (
+    REDACTED,
+    Ledger,
+    redact_env,
+    redact_unit_text,
+    resolve_state_dir,
+    who_from_env,
+)
+from deployctl.errors import InputError
+
+UNIT = """[Service]
+Environment=PYTHONUNBUFFERED=1
+Environment="HF_TOKEN=hf_abc123" "NCCL_P2P_LEVEL=5"
+Environment=OPENAI_API_KEY=sk-secret
+ExecStart=/usr/bin/python -u -m sglang.launch_server --api-key sk-live-999 --port 8000
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def ledger(tmp_path, clock):
+    with Ledger.open(tmp_path, clock=clock) as led:
+        yield led
+
+
+def _begin(ledger, **kw):
+    args = dict(deployment="glm5", kind="promote", unit_name="sglang-glm5.service", unit_text=UNIT,
+                unit_hash="h1", who="alice (sudo)", profile="candidate")
+    args.update(kw)
+    return ledger.begin_release(**args)
+
+
+def test_secrets_are_redacted_everywhere(ledger, tmp_path):
+    rid = _begin(ledger, env={"HF_TOKEN": "hf_abc123", "NCCL_P2P_LEVEL": "5"}, flags={"api-key": "sk-live-999", "tp": 8})
+    release = ledger.get(rid)
+    assert release.env == {"HF_TOKEN": REDACTED, "NCCL_P2P_LEVEL": "5"}
+    assert release.flags == {"api-key": REDACTED, "tp": 8}
+    assert release.redacted and "NCCL_P2P_LEVEL=5" in release.unit_text
+    raw = (tmp_path / "ledger.sqlite3").read_bytes() + (tmp_path / "ledger.sqlite3-wal").read_bytes()
+    for secret in (b"hf_abc123", b"sk-secret", b"sk-live-999"):
+        assert secret not in raw
+
+
+def test_redaction_keeps_ordinary_lines():
+    text = "[Service]\nEnvironment=OMP_NUM_THREADS=8\nExecStart=/x --tp 8\n"
+    assert redact_unit_text(text) == text
+    assert redact_env({"PASSWORD_FILE": "/p", "A": "b"}) == {"PASSWORD_FILE": REDACTED, "A": "b"}
+
+
+def test_wal_mode(tmp_path, ledger):
+    mode = sqlite3.connect(tmp_path / "ledger.sqlite3").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_release_life_cycle(ledger, clock):
+    rid = _begin(ledger, pid=42)
+    assert [r.id for r in ledger.unfinished("glm5")] == [rid]
+    ledger.record(rid, "INSTALL", "intent", "InstallTrial", {"unit": "sglang-glm5.service"})
+    ledger.save_state(rid, {"phase": "INSTALL", "x": 1})
+    ledger.record(rid, "INSTALL", "outcome", "Succeeded")
+    ledger.save_startup(rid, "candidate", {"max_running_requests": 26})
+    clock.now = 1010
+    ledger.finish(rid, result="rejected", verdict="FAIL", reasons=["C=64 −87 %"])
+    release = ledger.get(rid)
+    assert release.finished and release.result == "rejected" and release.reasons == ["C=64 −87 %"]
+    assert release.phase == "INSTALL" and release.state == {"phase": "INSTALL", "x": 1}
+    assert release.startup == {"max_running_requests": 26}
+    assert [(e.kind, e.name) for e in ledger.events(rid)] == [("intent", "InstallTrial"), ("outcome", "Succeeded")]
+    assert ledger.unfinished("glm5") == []
+
+
+def test_live_release_moves(ledger):
+    first = _begin(ledger, kind="adopted", finished=True, live=True, unit_hash="h0")
+    second = _begin(ledger, unit_hash="h1")
+    assert ledger.live_release("glm5").id == first
+    ledger.mark_live(second)
+    assert ledger.live_release("glm5").id == second
+    assert not ledger.get(first).live
+    assert ledger.live_release("other") is None
+    assert ledger.release_with_hash("glm5", "h0").id == first
+
+
+def test_history_newest_first(ledger):
+    ids = [_begin(ledger) for _ in range(3)] + [_begin(ledger, deployment="qwen")]
+    assert [r.id for r in ledger.history("glm5")] == ids[2::-1]
+    assert len(ledger.history()) == 4
+
+
+def test_unknown_release_is_bad_input(ledger):
+    with pytest.raises(InputError):
+        ledger.get(99)
+
+
+def test_fresh_baseline_reuse(ledger, clock):
+    rid = _begin(ledger)
+    ledger.save_bench(rid, "baseline", {"levels": []}, unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10")
+    ledger.save_bench(rid, "candidate", {"levels": []}, unit_hash="h1", bench_key="k", host="h", sglang_version="0.5.10")
+    find = dict(unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10", max_age_s=600)
+    assert ledger.fresh_baseline(**find).result == {"levels": []}
+    assert ledger.fresh_baseline(**{**find, "sglang_version": "0.5.9"}) is None
+    assert ledger.fresh_baseline(**{**find, "bench_key": "other"}) is None
+    assert ledger.fresh_baseline(**{**find, "unit_hash": "h1"}) is None  # candidates never count
+    clock.now += 601
+    assert ledger.fresh_baseline(**find) is None
+    assert [b.role for b in ledger.benches(rid)] == ["baseline", "candidate"]
+
+
+@pytest.mark.parametrize(
+    "env,interactive,expected",
+    [
+        ({"SUDO_USER": "alice", "USER": "root"}, True, "alice (sudo)"),
+        ({"USER": "bob", "SSH_CONNECTION": "10.0.0.5 5555 10.0.0.1 22", "TERM": "xterm"}, True, "bob (ssh from 10.0.0.5)"),
+        ({"USER": "root"}, False, "root (cron or another non-interactive job)"),
+        ({"USER": "carol", "TERM": "xterm"}, True, "carol"),
+    ],
+)
+def test_who(env, interactive, expected):
+    assert who_from_env(env, interactive) == expected
+
+
+def test_state_dir_resolution(tmp_path):
+    assert resolve_state_dir(tmp_path, {}) == tmp_path
+    assert str(resolve_state_dir(None, {"DEPLOYCTL_STATE_DIR": "/x"})) == "/x"
+    assert str(resolve_state_dir(None, {})) == "/var/lib/deployctl"

@@ -1,0 +1,185 @@
+"""The promote state machine, driven by scripted outcomes: every path, including a failed rollback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deployctl import machine as m
+from deployctl.errors import ExitCode
+
+OK = m.Succeeded()
+
+
+def drive(outcomes, limits=m.Limits()):
+    """Feed ``outcomes`` in order; return the final state and the actions asked for."""
+    state = m.start(limits)
+    actions = []
+    for outcome in outcomes:
+        action = m.next_action(state)
+        assert action is not None, f"machine finished early in {state.phase}"
+        actions.append(type(action).__name__)
+        state = m.advance(state, outcome)
+        # Every intermediate state survives the ledger's JSON round trip unchanged.
+        assert m.State.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    return state, actions
+
+
+HAPPY_PREFIX = [m.Planned(), OK, OK, OK, OK, OK, OK]  # plan, preflight, baseline, install, restart, gates, bench
+
+
+def test_pass_keeps_the_candidate():
+    state, actions = drive(HAPPY_PREFIX + [m.Judged("PASS", ("all levels within noise",)), OK])
+    assert state.phase is m.Phase.DONE and state.result is m.Result.KEPT
+    assert state.exit_code == ExitCode.OK
+    assert actions == [
+        "MakePlan", "RunPreflight", "MeasureBaseline", "InstallTrial", "RestartCandidate",
+        "CheckStartupGates", "BenchCandidate", "JudgeCandidate", "KeepCandidate",
+    ]
+    assert m.next_action(state) is None
+
+
+def test_judge_fail_rolls_back_and_verifies():
+    state, actions = drive(HAPPY_PREFIX + [m.Judged("FAIL", ("C=64: −87 %",)), OK, m.Verified(True)])
+    assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
+    assert state.exit_code == ExitCode.REJECTED
+    assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
+    assert "C=64: −87 %" in state.reasons
+
+
+def test_invalid_benchmark_is_a_rejection():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("INVALID", ("30 % of requests failed",)), OK, m.Verified(True)])
+    assert state.result is m.Result.REJECTED
+
+
+@pytest.mark.parametrize("failing_step", range(3, 7))
+def test_failure_after_install_rolls_back(failing_step):
+    outcomes = HAPPY_PREFIX[:failing_step] + [m.Failed(("it broke",)), OK, m.Verified(True)]
+    state, actions = drive(outcomes)
+    assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
+    assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
+    assert "it broke" in state.reasons
+
+
+def test_startup_gate_failure_skips_the_benchmark():
+    state, actions = drive(HAPPY_PREFIX[:5] + [m.Failed(("max_running_requests 48 → 26",)), OK, m.Verified(True)])
+    assert "BenchCandidate" not in actions
+    assert state.result is m.Result.REJECTED
+
+
+@pytest.mark.parametrize("failing_step", [1, 2])
+def test_preflight_or_baseline_failure_refuses_without_touching(failing_step):
+    state, actions = drive(HAPPY_PREFIX[:failing_step] + [m.Failed(("no",))])
+    assert state.result is m.Result.REFUSED and state.phase is m.Phase.DONE
+    assert state.exit_code == ExitCode.PREFLIGHT_REFUSED
+    assert "InstallTrial" not in actions and not state.touched
+
+
+def test_unchanged_candidate_does_nothing():
+    state, actions = drive([m.Planned(unchanged=True)])
+    assert state.result is m.Result.UNCHANGED and actions == ["MakePlan"]
+
+
+def test_preflight_can_be_skipped():
+    state, actions = drive([m.Planned(), OK], limits=m.Limits(preflight=False))
+    assert actions == ["MakePlan", "MeasureBaseline"] and state.phase is m.Phase.INSTALL
+
+
+def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
+    more = ((16, 1), (64, 2))
+    limits = m.Limits(bench_rounds=2)
+    state, actions = drive(
+        HAPPY_PREFIX + [m.Judged("INCONCLUSIVE", (), more), OK, m.Judged("INCONCLUSIVE", (), more), OK, m.Verified(True)],
+        limits=limits,
+    )
+    assert actions.count("BenchCandidate") == 2
+    assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
+    assert any("keeps the baseline" in r for r in state.reasons)
+
+
+def test_second_bench_round_carries_the_judges_request():
+    more = ((64, 2),)
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("INCONCLUSIVE", (), more)])
+    action = m.next_action(state)
+    assert action == m.BenchCandidate(round=1, more_trials=more)
+
+
+def test_inconclusive_may_keep_the_candidate_by_policy():
+    state, actions = drive(
+        HAPPY_PREFIX + [m.Judged("INCONCLUSIVE"), OK], limits=m.Limits(keep_when_inconclusive=True)
+    )
+    assert state.result is m.Result.KEPT and actions[-1] == "KeepCandidate"
+
+
+def test_rollback_is_retried_then_fails():
+    state, actions = drive(
+        HAPPY_PREFIX + [m.Judged("FAIL"), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
+    )
+    assert state.phase is m.Phase.ROLLBACK_FAILED and state.result is m.Result.ROLLBACK_FAILED
+    assert state.exit_code == ExitCode.ROLLBACK_FAILED
+    assert actions[-2:] == ["RestoreBaseline", "RestoreBaseline"]
+    assert m.next_action(state) is None
+
+
+def test_second_rollback_attempt_succeeds():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), m.Failed(("flaky",)), OK, m.Verified(True)])
+    assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
+
+
+def test_failed_verification_is_a_failed_rollback():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), OK, m.Verified(False, reasons=("health 503",))])
+    assert state.phase is m.Phase.ROLLBACK_FAILED and "health 503" in state.reasons
+
+
+def test_drift_is_recorded():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), OK, m.Verified(True, drift=True, reasons=("drift",))])
+    assert state.drift and state.result is m.Result.REJECTED
+
+
+def test_failed_keep_rolls_back():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("PASS"), m.Failed(("disk full",)), OK, m.Verified(True)])
+    assert state.result is m.Result.REJECTED and "disk full" in state.reasons
+
+
+def test_interrupt_before_any_change_just_stops():
+    state, _ = drive([m.Planned(), OK, m.Interrupted("aborted by alice")])
+    assert state.phase is m.Phase.DONE and state.result is m.Result.ABORTED and not state.touched
+
+
+def test_interrupt_during_bench_rolls_back():
+    state, _ = drive(HAPPY_PREFIX[:6] + [m.Interrupted("aborted"), OK, m.Verified(True)])
+    assert state.result is m.Result.ABORTED and state.phase is m.Phase.DONE
+    assert state.exit_code == ExitCode.INTERRUPTED
+
+
+def test_interrupt_during_rollback_finishes_the_rollback():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), m.Interrupted("again")])
+    assert state.phase is m.Phase.ROLLBACK and state.result is m.Result.REJECTED
+
+
+@pytest.mark.parametrize("phase", [p for p in m.Phase if p not in m.TERMINAL])
+def test_crash_in_any_phase_resumes_somewhere_safe(phase):
+    state = m.State(phase=phase, result=m.Result.KEPT if phase is m.Phase.KEEP else None)
+    resumed = m.resume_after_crash(state, "controller died")
+    if phase in (m.Phase.PLAN, m.Phase.PREFLIGHT, m.Phase.BASELINE):
+        assert resumed.phase is m.Phase.DONE and resumed.result is m.Result.ABORTED
+    elif phase is m.Phase.KEEP:
+        assert resumed.phase is m.Phase.KEEP and resumed.result is m.Result.KEPT
+    else:
+        assert resumed.phase is m.Phase.ROLLBACK
+    assert "controller died" in resumed.reasons
+
+
+def test_crash_after_the_end_changes_nothing():
+    state = m.State(phase=m.Phase.DONE, result=m.Result.KEPT)
+    assert m.resume_after_crash(state, "x") == state
+
+
+def test_wrong_outcome_is_a_bug():
+    with pytest.raises(ValueError):
+        m.advance(m.start(), m.Verified(True))
+    with pytest.raises(ValueError):
+        m.advance(m.State(phase=m.Phase.DONE, result=m.Result.KEPT), OK)
+    with pytest.raises(ValueError):
+        m.advance(m.State(phase=m.Phase.JUDGE), m.Judged("MAYBE"))
