@@ -1,0 +1,439 @@
+"""The promote runner: act → record → advance, until the machine says it is over.
+
+The only place a promote touches the outside world, and it does so through the small protocols below
+(``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``), so tests script them and the real ones live in
+``deployctl.live_adapters``. Before every action the machine's state and the action's intent are written to the
+ledger; after it, the outcome. A controller killed at any point leaves enough for
+``deployctl.recovery`` to roll back or finish.
+
+An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
+the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger
+from deployctl.benchresult import BenchResult
+from deployctl.errors import DeployctlError
+from deployctl.policy import Policy
+
+log = logging.getLogger("deployctl")
+
+
+# --- what the runner needs from the outside world ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided before the first side effect (``--dry-run`` prints this)."""
+
+    deployment: str
+    profile: str
+    unit_name: str
+    candidate_text: str
+    candidate_hash: str
+    known_good_text: str | None
+    known_good_hash: str | None
+    url: str
+    policy: Policy
+    host: str | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    profile_diff: tuple[str, ...] = ()  # "+ --enable-flashinfer-allreduce-fusion", "~ mem-fraction-static 0.9 → 0.92"
+    profile_diff_data: Any = None  # deployctl.profilediff.ProfileDiff, for startup attribution
+
+    @property
+    def unchanged(self) -> bool:
+        return self.known_good_hash == self.candidate_hash
+
+
+@dataclass(frozen=True)
+class StartOutcome:
+    """How a restart ended: ready, or why not (``message`` is for the operator)."""
+
+    ready: bool
+    kind: str  # ready | crashed | timeout | failed
+    message: str = ""
+    last_lines: tuple[str, ...] = ()
+    startup: Mapping[str, Any] | None = None  # deployctl.startup StartupReport.to_dict()
+    wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    concurrency: int
+    baseline_tok_s: float | None
+    candidate_tok_s: float | None
+    change_pct: float | None
+    verdict: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID
+    reasons: tuple[str, ...] = ()
+    more_trials: tuple[tuple[int, int], ...] = ()
+    levels: tuple[LevelRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    drifted: bool
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+class Units(Protocol):
+    async def install_trial(self, name: str, text: str) -> str: ...  # returns where it went
+    async def keep(self, name: str) -> str: ...
+    async def restore(self, name: str, known_good_text: str | None) -> str: ...
+    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome: ...
+
+
+class Bench(Protocol):
+    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult: ...
+    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult: ...
+
+
+class Judge(Protocol):
+    def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult: ...
+    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult: ...
+    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
+
+
+class Preflight(Protocol):
+    async def check(self, plan: Plan) -> PreflightResult: ...
+
+
+class Startup(Protocol):
+    async def live_report(self, name: str) -> Mapping[str, Any] | None: ...
+    def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]: ...
+
+
+class Progress(Protocol):
+    def step(self, phase: m.Phase, text: str) -> None: ...
+
+
+class QuietProgress:
+    def step(self, phase: m.Phase, text: str) -> None:
+        log.info("%s: %s", phase.value, text)
+
+
+@dataclass
+class Adapters:
+    units: Units
+    bench: Bench
+    judge: Judge
+    preflight: Preflight
+    startup: Startup
+    progress: Progress = field(default_factory=QuietProgress)
+    clock: Callable[[], float] = time.monotonic
+
+
+# --- the evidence a promote gathers --------------------------------------------------------------
+
+
+@dataclass
+class Evidence:
+    baseline: BenchResult | None = None
+    baseline_reused_from: int | None = None  # the release whose baseline measurement was reused
+    candidate: BenchResult | None = None
+    verify: BenchResult | None = None
+    baseline_startup: Mapping[str, Any] | None = None
+    candidate_startup: Mapping[str, Any] | None = None
+    start_failure: StartOutcome | None = None
+    startup_diff: tuple[str, ...] = ()
+    gate_failures: tuple[str, ...] = ()
+    judge: JudgeResult | None = None
+    drift: DriftResult | None = None
+    preflight: PreflightResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # phase → seconds; "outside" = startup + traffic
+
+    def add_time(self, key: str, seconds: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + seconds
+
+
+@dataclass(frozen=True)
+class PromoteOutcome:
+    release_id: int
+    state: m.State
+    plan: Plan
+    evidence: Evidence
+    wall_s: float
+
+    @property
+    def exit_code(self) -> int:
+        return self.state.exit_code
+
+    @property
+    def overhead_s(self) -> float:
+        """The controller's own time: everything but waiting for servers to start and benchmark traffic."""
+        return self.wall_s - self.evidence.timings.get("startup_wait", 0.0) - self.evidence.timings.get("traffic", 0.0)
+
+
+def bench_key(policy: Policy) -> str:
+    """What a baseline measurement measured, so only a like-for-like one is reused."""
+    b = policy.bench
+    return f"c={','.join(map(str, b.concurrency))};in={b.input_tokens};out={b.output_tokens};n={b.requests_per_level}"
+
+
+def describe_action(action: m.Action, plan: Plan) -> str:
+    name = plan.unit_name
+    return {
+        m.MakePlan: lambda: f"plan {plan.profile} for {plan.deployment}",
+        m.RunPreflight: lambda: "pre-flight checks",
+        m.MeasureBaseline: lambda: f"measure the live release of {name}",
+        m.InstallTrial: lambda: f"install {plan.profile} as a trial of {name}",
+        m.RestartCandidate: lambda: f"restart {name} on the candidate and wait until ready",
+        m.CheckStartupGates: lambda: "check the startup gates",
+        m.BenchCandidate: lambda: "benchmark the candidate",
+        m.JudgeCandidate: lambda: "judge candidate against baseline",
+        m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
+        m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
+        m.VerifyBaseline: lambda: "verify the restored baseline (health + short benchmark + drift check)",
+    }[type(action)]()
+
+
+# --- the loop --------------------------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(
+        self,
+        ledger: Ledger,
+        adapters: Adapters,
+        plan: Plan,
+        release_id: int,
+        *,
+        previous_release_id: int | None = None,
+        abort: asyncio.Event | None = None,
+        baseline_max_age_s: float = 3600.0,
+        evidence: Evidence | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.a = adapters
+        self.plan = plan
+        self.release_id = release_id
+        self.previous_release_id = previous_release_id
+        self.abort = abort or asyncio.Event()
+        self.abort_reason = "aborted by the operator"
+        self.baseline_max_age_s = baseline_max_age_s
+        self.evidence = evidence or Evidence()
+
+    def request_abort(self, reason: str) -> None:
+        self.abort_reason = reason
+        self.abort.set()
+
+    async def run(self, state: m.State) -> PromoteOutcome:
+        started = self.a.clock()
+        while (action := m.next_action(state)) is not None:
+            self.ledger.save_state(self.release_id, state.to_dict())
+            self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
+            self.a.progress.step(state.phase, describe_action(action, self.plan))
+            t0 = self.a.clock()
+            outcome = await self._act_unless_aborted(state, action)
+            self.evidence.add_time(state.phase.value, self.a.clock() - t0)
+            self.ledger.record(self.release_id, state.phase.value, "outcome", type(outcome).__name__, _detail(outcome))
+            state = m.advance(state, outcome)
+        self.ledger.save_state(self.release_id, state.to_dict())
+        self._finish(state)
+        return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
+
+    def _finish(self, state: m.State) -> None:
+        verdict = self.evidence.judge.outcome if self.evidence.judge else None
+        if self.evidence.gate_failures:
+            verdict = "FAIL (startup gate)"
+        self.ledger.finish(self.release_id, result=state.result.value if state.result else "unknown",
+                           verdict=verdict, reasons=list(state.reasons))
+
+    async def _act_unless_aborted(self, state: m.State, action: m.Action) -> m.Outcome:
+        if self.abort.is_set() and state.phase not in (m.Phase.ROLLBACK, m.Phase.VERIFY):
+            return m.Interrupted(self.abort_reason)
+        if state.phase in (m.Phase.ROLLBACK, m.Phase.VERIFY, m.Phase.KEEP):
+            return await self._act(action)  # never cut the way back (or the keep) short
+        task = asyncio.ensure_future(self._act(action))
+        aborted = asyncio.ensure_future(self.abort.wait())
+        done, _ = await asyncio.wait({task, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            aborted.cancel()
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):  # the action's own end no longer matters
+            pass
+        return m.Interrupted(self.abort_reason)
+
+    async def _act(self, action: m.Action) -> m.Outcome:
+        handler = getattr(self, "_do_" + type(action).__name__)
+        try:
+            return await handler(action)
+        except DeployctlError as exc:
+            reason = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            log.warning("%s failed: %s", type(action).__name__, reason)
+            if isinstance(action, m.VerifyBaseline):
+                return m.Verified(False, reasons=(reason,))
+            if isinstance(action, m.JudgeCandidate):
+                return m.Judged("INVALID", (reason,))
+            return m.Failed((reason,))
+
+    # --- one handler per action ---------------------------------------------------------------------
+
+    async def _do_MakePlan(self, action: m.MakePlan) -> m.Outcome:
+        return m.Planned(unchanged=self.plan.unchanged)
+
+    async def _do_RunPreflight(self, action: m.RunPreflight) -> m.Outcome:
+        result = await self.a.preflight.check(self.plan)
+        self.evidence.preflight = result
+        if result.errors:
+            return m.Failed(tuple(f"pre-flight: {e}" for e in result.errors))
+        return m.Succeeded(tuple(f"pre-flight warning: {w}" for w in result.warnings))
+
+    async def _do_MeasureBaseline(self, action: m.MeasureBaseline) -> m.Outcome:
+        report = await self.a.startup.live_report(self.plan.unit_name)
+        self.evidence.baseline_startup = report
+        self.ledger.save_startup(self.release_id, "baseline", report)
+        version = (report or {}).get("sglang_version")
+        key = bench_key(self.plan.policy)
+        fresh = None
+        if self.plan.known_good_hash:
+            fresh = self.ledger.fresh_baseline(
+                unit_hash=self.plan.known_good_hash, bench_key=key, host=self.plan.host,
+                sglang_version=version, max_age_s=self.baseline_max_age_s,
+            )
+        if fresh is not None:
+            self.evidence.baseline = BenchResult.from_dict(fresh.result)
+            self.evidence.baseline_reused_from = fresh.release_id
+            return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
+        result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
+        problem = _unusable(result)
+        if problem:
+            return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
+        self.evidence.baseline = result
+        self.ledger.save_bench(self.release_id, "baseline", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+                               bench_key=key, host=self.plan.host, sglang_version=version)
+        return m.Succeeded()
+
+    async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
+        where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
+        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",))
+
+    async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
+        outcome = await self._start(fresh=False)
+        self.evidence.candidate_startup = outcome.startup
+        self.ledger.save_startup(self.release_id, "candidate", dict(outcome.startup) if outcome.startup else None)
+        if outcome.startup is not None:
+            self.evidence.startup_diff = self.a.startup.diff(self.evidence.baseline_startup, outcome.startup, self.plan)
+        if outcome.ready:
+            return m.Succeeded((f"restarted {self.plan.unit_name} on {self.plan.profile}: ready in {outcome.wait_s:.1f} s",))
+        self.evidence.start_failure = outcome
+        return m.Failed((f"the candidate did not come up ({outcome.kind}): {outcome.message}",))
+
+    async def _do_CheckStartupGates(self, action: m.CheckStartupGates) -> m.Outcome:
+        gates = self.a.judge.gates(self.evidence.baseline_startup, self.evidence.candidate_startup or {})
+        if gates.passed:
+            return m.Succeeded()
+        self.evidence.gate_failures = gates.failures
+        return m.Failed(tuple(f"startup gate: {f}" for f in gates.failures))
+
+    async def _do_BenchCandidate(self, action: m.BenchCandidate) -> m.Outcome:
+        if action.more_trials:
+            levels = [c for c, _ in action.more_trials]
+            extra = await self._traffic(self.plan.url, levels, dict(action.more_trials))
+            assert self.evidence.candidate is not None
+            result = self.a.bench.merge(self.evidence.candidate, extra)
+        else:
+            result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
+        self.evidence.candidate = result
+        self.ledger.save_bench(self.release_id, "candidate", result.to_dict(), unit_hash=self.plan.candidate_hash,
+                               bench_key=bench_key(self.plan.policy), host=self.plan.host,
+                               sglang_version=(self.evidence.candidate_startup or {}).get("sglang_version"))
+        return m.Succeeded()
+
+    async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
+        assert self.evidence.baseline is not None and self.evidence.candidate is not None
+        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate)
+        self.evidence.judge = verdict
+        return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
+
+    async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
+        where = await self.a.units.keep(self.plan.unit_name)
+        self.ledger.mark_live(self.release_id)
+        return m.Succeeded((f"kept {self.plan.profile}: {where}",))
+
+    async def _do_RestoreBaseline(self, action: m.RestoreBaseline) -> m.Outcome:
+        where = await self.a.units.restore(self.plan.unit_name, self.plan.known_good_text)
+        outcome = await self._start(fresh=action.attempt > 0)
+        if not outcome.ready:
+            return m.Failed((f"the known-good unit did not come back ({outcome.kind}): {outcome.message}",))
+        if self.previous_release_id is not None:
+            self.ledger.mark_live(self.previous_release_id)
+        return m.Succeeded((f"rolled back: {where}; {self.plan.unit_name} ready in {outcome.wait_s:.1f} s",))
+
+    async def _do_VerifyBaseline(self, action: m.VerifyBaseline) -> m.Outcome:
+        levels = self.plan.policy.verify_concurrency
+        result = await self._traffic(self.plan.url, levels, 1)
+        self.evidence.verify = result
+        self.ledger.save_bench(self.release_id, "verify", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+                               bench_key=f"verify:{levels}", host=self.plan.host)
+        problem = _unusable(result)
+        if problem:
+            return m.Verified(False, reasons=(f"verification benchmark: {problem}",))
+        if self.evidence.baseline is None:
+            return m.Verified(True, reasons=("verified: healthy and serving (no earlier baseline to compare)",))
+        drift = self.a.judge.drift(self.evidence.baseline, result)
+        self.evidence.drift = drift
+        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons)
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    async def _start(self, *, fresh: bool) -> StartOutcome:
+        timeout = self.plan.policy.gates.startup_timeout_s
+        outcome = await self.a.units.restart_and_wait(self.plan.unit_name, timeout, fresh_start=fresh)
+        self.evidence.add_time("startup_wait", outcome.wait_s)
+        return outcome
+
+    async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
+        t0 = self.a.clock()
+        try:
+            return await self.a.bench.sweep(url, levels, trials)
+        finally:
+            self.evidence.add_time("traffic", self.a.clock() - t0)
+
+
+def _unusable(result: BenchResult) -> str | None:
+    """Why a sweep cannot serve as evidence at all (every request failed), else None."""
+    ok = sum(t.requests_ok for lv in result.levels for t in lv.trials)
+    failed = sum(t.requests_failed for lv in result.levels for t in lv.trials)
+    if ok == 0:
+        errors: dict[str, int] = {}
+        for lv in result.levels:
+            for t in lv.trials:
+                for k, v in t.failures.items():
+                    errors[k] = errors.get(k, 0) + v
+        top = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
+        return f"all {failed} requests failed" + (f": {top}" if top else "")
+    return None
+
+
+def _detail(outcome: m.Outcome) -> dict[str, Any]:
+    return {k: v for k, v in vars(outcome).items()}

@@ -1,0 +1,171 @@
+"""The runner with scripted adapters: act → record → advance, intents before side effects, aborts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger
+from deployctl.errors import ExitCode, SystemdError
+from deployctl.runner import GateResult, JudgeResult, Runner, StartOutcome
+
+from promote_fakes import READY, FakeBench, FakeJudge, FakePreflight, FakeUnits, adapters, bench, plan
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger.open(tmp_path) as led:
+        yield led
+
+
+def _begin(ledger, p):
+    prev = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
+                                unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t",
+                                finished=True, live=True)
+    rid = ledger.begin_release(deployment=p.deployment, kind="promote", unit_name=p.unit_name,
+                               unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t",
+                               profile=p.profile, previous_id=prev)
+    return prev, rid
+
+
+async def _run(ledger, a, p=None, state=None, **kw):
+    p = p or plan()
+    prev, rid = _begin(ledger, p)
+    runner = Runner(ledger, a, p, rid, previous_release_id=prev, **kw)
+    return await runner.run(state or m.start()), prev, runner
+
+
+async def test_pass_is_kept_and_recorded(ledger):
+    a = adapters()
+    out, prev, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.OK and out.state.result is m.Result.KEPT
+    assert a.units.calls == ["install_trial", "restart", "keep"]
+    assert ledger.live_release("qwen").id == out.release_id
+    release = ledger.get(out.release_id)
+    assert release.finished and release.result == "kept" and release.verdict == "PASS"
+    assert release.baseline_startup["max_running_requests"] == 48
+    events = ledger.events(out.release_id)
+    kinds = [(e.kind, e.phase) for e in events]
+    # Each action's intent is recorded before its outcome, phase by phase.
+    assert kinds[0] == ("intent", "PLAN") and kinds[1] == ("outcome", "PLAN")
+    assert ("intent", "INSTALL") in kinds and kinds.index(("intent", "INSTALL")) < kinds.index(("outcome", "INSTALL"))
+    assert [b.role for b in ledger.benches(out.release_id)] == ["baseline", "candidate"]
+    assert out.overhead_s <= out.wall_s
+
+
+async def test_startup_gate_failure_rolls_back_without_benchmarking_the_candidate(ledger):
+    gate = GateResult(False, ("max_running_requests 48 → 26 (−45.8 %, limit −10 %)",))
+    bench_ = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})])
+    a = adapters(judge=FakeJudge(gates=gate), bench_=bench_)
+    cand = StartOutcome(True, "ready", startup={"max_running_requests": 26}, wait_s=1.0)
+    a.units = FakeUnits([cand, READY])
+    out, prev, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED
+    assert a.units.calls == ["install_trial", "restart", "restore", "restart"]
+    assert len(bench_.calls) == 2 and bench_.calls[1] == ([1], 1)  # baseline, then the verification only
+    assert any("48 → 26" in r for r in out.state.reasons)
+    assert out.evidence.startup_diff == ("max_running_requests 48 → 26",)
+    assert ledger.live_release("qwen").id == prev
+    assert ledger.get(out.release_id).verdict == "FAIL (startup gate)"
+
+
+async def test_crash_on_start_is_rejected_with_the_servers_reason(ledger):
+    crash = StartOutcome(False, "crashed", "exit status 2: unrecognized arguments: --enable-bogus")
+    a = adapters(bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})]))
+    a.units = FakeUnits([crash, READY])
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED
+    assert any("unrecognized arguments: --enable-bogus" in r for r in out.state.reasons)
+
+
+async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
+    down = StartOutcome(False, "crashed", "exit status 1")
+    a = adapters(judge=FakeJudge([JudgeResult("FAIL", ("C=64: −87 %",))]))
+    a.units = FakeUnits([READY, down, down])
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.ROLLBACK_FAILED
+    assert a.units.fresh == [False, False, True]
+    assert ledger.get(out.release_id).result == "rollback_failed"
+
+
+async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledger):
+    more = ((64, 2),)
+    verdicts = [JudgeResult("INCONCLUSIVE", (), more), JudgeResult("INCONCLUSIVE", ("C=64: −3 % ± 4 %",), more)]
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1450}), bench({64: 1460}), bench({1: 120})])
+    p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 3})}))
+    a = adapters(judge=FakeJudge(verdicts), bench_=b)
+    out, _, _ = await _run(ledger, a, p=p, state=m.start(m.Limits(bench_rounds=2)))
+    assert out.exit_code == ExitCode.INCONCLUSIVE
+    assert b.calls[2] == ([64], {64: 2})
+
+
+async def test_preflight_errors_refuse_before_touching_anything(ledger):
+    a = adapters(preflight=FakePreflight(["--enable-flashinfer-allreduce-fusion is a no-op on sm120"]))
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.PREFLIGHT_REFUSED and a.units.calls == []
+
+
+async def test_unchanged_candidate_does_nothing(ledger):
+    a = adapters()
+    out, _, _ = await _run(ledger, a, p=plan(candidate_hash="old"))
+    assert out.state.result is m.Result.UNCHANGED and a.units.calls == []
+
+
+async def test_adapter_errors_become_failures_and_roll_back(ledger):
+    a = adapters(bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})]))
+    a.units = FakeUnits([READY], install_error=SystemdError("cannot write /run/…: read-only", hint="check mounts"))
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED
+    assert any("read-only" in r and "check mounts" in r for r in out.state.reasons)
+
+
+async def test_unusable_baseline_is_refused(ledger):
+    a = adapters(bench_=FakeBench([bench({1: 0, 64: 0}, ok=0)]))
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.PREFLIGHT_REFUSED
+    assert any("all 8 requests failed: connect ×8" in r for r in out.state.reasons)
+
+
+async def test_fresh_baseline_is_reused(ledger):
+    first, _, _ = await _run(ledger, adapters())
+    b = FakeBench([bench({1: 121, 64: 1510})])
+    a = adapters(bench_=b)
+    # The second promote runs against the same known-good unit, measured minutes ago.
+    out, _, _ = await _run(ledger, a)
+    assert out.evidence.baseline_reused_from == first.release_id
+    assert len(b.calls) == 1
+
+
+async def test_abort_during_bench_cancels_it_and_rolls_back(ledger):
+    slow = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})])
+    a = adapters(bench_=slow)
+    p = plan()
+    prev, rid = _begin(ledger, p)
+    runner = Runner(ledger, a, p, rid, previous_release_id=prev)
+
+    original = slow.sweep
+
+    async def sweep(url, levels, trials):
+        if len(slow.calls) == 1:  # the candidate's sweep: hangs until aborted
+            slow.calls.append((levels, trials))
+            runner.request_abort("aborted by bob")
+            await asyncio.sleep(60)
+        return await original(url, levels, trials)
+
+    slow.sweep = sweep
+    out = await asyncio.wait_for(runner.run(m.start()), 5)
+    assert out.state.result is m.Result.ABORTED and out.exit_code == ExitCode.INTERRUPTED
+    assert a.units.calls == ["install_trial", "restart", "restore", "restart"]
+    assert "aborted by bob" in out.state.reasons
+    assert ledger.live_release("qwen").id == prev
+
+
+async def test_resumed_rollback_needs_no_earlier_evidence(ledger):
+    """Recovery runs the machine from ROLLBACK with nothing measured in this process."""
+    a = adapters(bench_=FakeBench([bench({1: 120})]))
+    resumed = m.resume_after_crash(m.State(phase=m.Phase.BENCH), "controller died during BENCH")
+    out, prev, _ = await _run(ledger, a, state=resumed)
+    assert out.state.phase is m.Phase.DONE and a.units.calls == ["restore", "restart"]
+    assert ledger.live_release("qwen").id == prev
