@@ -1,0 +1,249 @@
+"""What an operator reads after a promote, a rollback, ``history`` or ``show``.
+
+Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts; ``emit`` prints either
+the plain lines or, on a terminal, the same content with rich tables. The order follows the operator's
+questions: what changed, what the server said at startup (and why), how it performed against the
+baseline, the verdict and its reasons, what was done to the host, and which release to look up.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from statistics import mean
+from typing import Any, Iterable, Sequence, TextIO
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Release
+from deployctl.benchresult import BenchResult
+from deployctl.runner import LevelRow, Plan, PromoteOutcome
+
+HEADLINE = {
+    m.Result.KEPT: "KEPT: the candidate is live",
+    m.Result.UNCHANGED: "UNCHANGED: the candidate is what is installed already",
+    m.Result.REJECTED: "REJECTED: rolled back to the known-good configuration",
+    m.Result.INCONCLUSIVE: "INCONCLUSIVE: the baseline was kept",
+    m.Result.REFUSED: "REFUSED: nothing was changed",
+    m.Result.ABORTED: "ABORTED",
+    m.Result.ROLLBACK_FAILED: "ROLLBACK FAILED: manual action needed",
+}
+
+
+def _mean_tok_s(result: BenchResult | None, concurrency: int) -> float | None:
+    level = result.level(concurrency) if result else None
+    values = [t.output_tok_s for t in level.trials if t.valid] if level else []
+    return mean(values) if values else None
+
+
+def level_rows(baseline: BenchResult | None, candidate: BenchResult | None, judged: Sequence[LevelRow] = ()) -> list[LevelRow]:
+    """One row per level: the judge's rows where it gave them, else plain means of the trials."""
+    if judged:
+        return list(judged)
+    levels = sorted({lv.concurrency for r in (baseline, candidate) if r for lv in r.levels})
+    rows = []
+    for c in levels:
+        b, k = _mean_tok_s(baseline, c), _mean_tok_s(candidate, c)
+        change = (k - b) / b * 100 if b and k is not None else None
+        rows.append(LevelRow(c, b, k, change, "—"))
+    return rows
+
+
+def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def table_lines(rows: Sequence[LevelRow]) -> list[str]:
+    header = ("C", "baseline tok/s", "candidate tok/s", "change", "verdict")
+    body = [
+        (str(r.concurrency), _num(r.baseline_tok_s), _num(r.candidate_tok_s), _num(r.change_pct, "{:+.1f} %"), r.verdict)
+        for r in rows
+    ]
+    widths = [max(len(x[i]) for x in (header, *body)) for i in range(len(header))]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return " | ".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(b) for b in body)]
+
+
+def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
+    lines = [f"promote {plan.profile} → {plan.deployment} ({plan.unit_name})"]
+    if plan.unchanged:
+        lines.append("  the candidate renders to the unit installed now: nothing to do")
+        return lines
+    lines.append("  profile diff (known-good → candidate):")
+    lines += [f"    {d}" for d in plan.profile_diff] or ["    (unit text differs; flags and environment equal)"]
+    if restart:
+        lines.append(f"  would restart: {plan.unit_name} (the trial lives in a runtime directory until kept)")
+    p = plan.policy
+    lines.append(
+        f"  benchmark: C={','.join(map(str, p.bench.concurrency))}, {p.bench.input_tokens} in / {p.bench.output_tokens} out,"
+        f" {p.judge.min_trials}–{p.judge.max_trials} trials"
+    )
+    lines.append(
+        f"  judge: {p.judge.metric}, fail beyond −{p.judge.limit_pct:g} % at {p.judge.confidence:.0%} confidence;"
+        f" inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
+    )
+    g = p.gates
+    gates = []
+    if g.max_running_requests_drop_pct is not None:
+        gates.append(f"max_running_requests may drop ≤ {g.max_running_requests_drop_pct:g} %")
+    if g.cuda_graph_must_stay_enabled:
+        gates.append("CUDA graphs must stay enabled")
+    if g.new_failure_warnings:
+        gates.append("no new failure-class warnings")
+    gates.append(f"ready within {g.startup_timeout_s:g} s")
+    lines.append("  startup gates: " + "; ".join(gates))
+    return lines
+
+
+def outcome_lines(out: PromoteOutcome) -> list[str]:
+    ev, state = out.evidence, out.state
+    lines = plan_lines(out.plan, restart=False)
+    if ev.baseline_reused_from is not None:
+        lines.append(f"  baseline: reused the measurement of release {ev.baseline_reused_from}")
+    if ev.start_failure is not None:
+        lines.append(f"startup: did not come up ({ev.start_failure.kind}): {ev.start_failure.message}")
+        lines += [f"  | {ln}" for ln in ev.start_failure.last_lines[-5:]]
+    if ev.startup_diff:
+        lines.append("startup diff (baseline → candidate):")
+        lines += [f"  {d}" for d in ev.startup_diff]
+    if ev.gate_failures:
+        lines += [f"startup gate FAIL: {f}" for f in ev.gate_failures]
+    rows = level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())
+    if ev.candidate is not None and rows:
+        lines.append("")
+        lines += table_lines(rows)
+        lines.append("")
+    if ev.judge is not None:
+        lines.append(f"verdict: {ev.judge.outcome}")
+    lines += [f"  - {r}" for r in state.reasons]
+    if ev.drift is not None and ev.drift.drifted:
+        lines.append("  note: the restored baseline measured differently from before: environment drift, not only the candidate")
+    if state.done:
+        lines.append("done:")
+        lines += [f"  - {d}" for d in state.done]
+    headline = HEADLINE.get(state.result, state.phase.value) if state.result else state.phase.value
+    lines.append(f"{headline} · release {out.release_id} · exit {out.exit_code}")
+    if state.result is m.Result.ROLLBACK_FAILED:
+        lines.append(
+            f"  the known-good unit text is kept in the ledger: `deployctl show {out.release_id}`;"
+            f" check `journalctl -u {out.plan.unit_name}` and `systemctl status {out.plan.unit_name}`"
+        )
+    lines.append(f"  controller overhead {out.overhead_s:.2f} s of {out.wall_s:.1f} s")
+    return lines
+
+
+def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
+    ev = out.evidence
+    return {
+        "release": out.release_id,
+        "deployment": out.plan.deployment,
+        "profile": out.plan.profile,
+        "result": out.state.result.value if out.state.result else None,
+        "phase": out.state.phase.value,
+        "exit_code": out.exit_code,
+        "reasons": list(out.state.reasons),
+        "done": list(out.state.done),
+        "drift": out.state.drift,
+        "profile_diff": list(out.plan.profile_diff),
+        "startup_diff": list(ev.startup_diff),
+        "gate_failures": list(ev.gate_failures),
+        "verdict": ev.judge.outcome if ev.judge else None,
+        "levels": [vars(r) for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
+        "baseline_reused_from": ev.baseline_reused_from,
+        "timings_s": {**ev.timings, "wall": out.wall_s, "controller_overhead": out.overhead_s},
+    }
+
+
+def _when(ts: float | None) -> str:
+    return "—" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def history_lines(releases: Iterable[Release]) -> list[str]:
+    lines = []
+    for r in releases:
+        live = "*" if r.live else " "
+        status = r.result or (f"running ({r.phase})" if r.phase else "running")
+        lines.append(
+            f"{live}{r.id:>4}  {_when(r.started_at)}  {r.deployment:<12} {r.kind:<8} {r.profile or '—':<14}"
+            f" {status:<16} {r.unit_hash[:12]}  {r.who}"
+        )
+    return lines or ["no releases recorded yet"]
+
+
+def release_lines(release: Release, benches: Sequence[Any] = ()) -> list[str]:
+    r = release
+    lines = [
+        f"release {r.id}: {r.kind} of {r.profile or '(installed unit)'} on {r.deployment}" + ("  [live]" if r.live else ""),
+        f"  who: {r.who}   started: {_when(r.started_at)}   finished: {_when(r.finished_at)}",
+        f"  result: {r.result or 'unfinished'}   verdict: {r.verdict or '—'}   last phase: {r.phase or '—'}",
+        f"  unit: {r.unit_name}  sha256 {r.unit_hash}" + ("  (secrets redacted)" if r.redacted else ""),
+    ]
+    if r.previous_id:
+        lines.append(f"  tried against: release {r.previous_id}")
+    if r.reasons:
+        lines.append("  reasons:")
+        lines += [f"    - {x}" for x in r.reasons]
+    for role, report in (("baseline", r.baseline_startup), ("candidate", r.startup)):
+        if report:
+            keys = ("max_running_requests", "max_total_num_tokens", "context_len", "cuda_graph", "sglang_version")
+            facts = ", ".join(f"{k}={report.get(k)}" for k in keys if report.get(k) is not None)
+            lines.append(f"  {role} startup: {facts or '(no facts)'}")
+    by_role: dict[str, BenchResult] = {}
+    for b in benches:
+        by_role[b.role] = BenchResult.from_dict(b.result)
+    if "candidate" in by_role:
+        lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
+    lines.append("  unit text:")
+    lines += [f"    {ln}" for ln in r.unit_text.splitlines()]
+    return lines
+
+
+# --- printing ---------------------------------------------------------------------------------------
+
+
+def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[LevelRow] = ()) -> None:
+    """Print ``lines``; on a terminal the benchmark table is drawn by rich instead of as plain text."""
+    out = stream or sys.stdout
+    if not out.isatty() or not rows:
+        out.write("\n".join(lines) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out)
+    table_text = table_lines(rows)
+    start = lines.index(table_text[0]) if table_text[0] in lines else None
+    before = lines if start is None else lines[:start]
+    after = [] if start is None else lines[start + len(table_text):]
+    console.print("\n".join(before), highlight=False, markup=False)
+    table = Table("C", "baseline tok/s", "candidate tok/s", "change", "verdict")
+    for r in rows:
+        style = "red" if r.verdict.upper().startswith("FAIL") else "green" if r.verdict.upper() == "PASS" else None
+        table.add_row(str(r.concurrency), _num(r.baseline_tok_s), _num(r.candidate_tok_s), _num(r.change_pct, "{:+.1f} %"),
+                      r.verdict, style=style)
+    if start is not None:
+        console.print(table)
+    console.print("\n".join(after), highlight=False, markup=False)
+
+
+def emit_json(data: Any, stream: TextIO | None = None) -> None:
+    (stream or sys.stdout).write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+class TerminalProgress:
+    """Progress for a promote: a spinner line per step on a terminal, a plain line per step otherwise."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def step(self, phase: m.Phase, text: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.stream.isatty():
+            self.stream.write(f"\x1b[2m[{elapsed:6.1f}s]\x1b[0m \x1b[1m{phase.value:<9}\x1b[0m {text}\n")
+        else:
+            self.stream.write(f"[{elapsed:6.1f}s] {phase.value:<9} {text}\n")
+        self.stream.flush()

@@ -1,0 +1,90 @@
+"""Operator output: the plan, the startup diff, the table, the verdict, what was done, the release id."""
+
+from __future__ import annotations
+
+import io
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger
+from deployctl.report import (
+    emit,
+    history_lines,
+    level_rows,
+    outcome_json,
+    outcome_lines,
+    plan_lines,
+    release_lines,
+    table_lines,
+)
+from deployctl.runner import Evidence, JudgeResult, LevelRow, PromoteOutcome
+
+from promote_fakes import bench, plan
+
+
+def _outcome(result=m.Result.REJECTED, **ev):
+    state = m.State(phase=m.Phase.DONE, result=result, reasons=("C=64: −87.0 % (95 % CI −88 … −86 %), limit −5 %",),
+                    done=("installed candidate as a trial", "rolled back"))
+    evidence = Evidence(**ev)
+    evidence.timings.update(startup_wait=3.0, traffic=5.0)
+    return PromoteOutcome(7, state, plan(profile_diff=("+ --enable-flashinfer-allreduce-fusion",)), evidence, 9.0)
+
+
+def test_table_has_the_operators_columns():
+    rows = level_rows(bench({1: 120.0, 64: 1500.0}), bench({1: 121.2, 64: 195.0}))
+    lines = table_lines(rows)
+    assert [c.strip() for c in lines[0].split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]
+    assert "+1.0 %" in lines[2] and "-87.0 %" in lines[3]
+
+
+def test_judge_rows_win_over_plain_means():
+    judged = (LevelRow(64, 1500.0, 195.0, -87.0, "FAIL", "beyond −5 %"),)
+    assert level_rows(bench({64: 1.0}), bench({64: 2.0}), judged) == list(judged)
+
+
+def test_outcome_lines_tell_the_whole_story():
+    out = _outcome(baseline=bench({1: 120.0, 64: 1500.0}), candidate=bench({1: 120.0, 64: 195.0}),
+                   startup_diff=("max_running_requests 48 → 26 (attributed to --enable-fused-moe-sum-all-reduce)",),
+                   judge=JudgeResult("FAIL", ()))
+    text = "\n".join(outcome_lines(out))
+    for expected in ("+ --enable-flashinfer-allreduce-fusion", "48 → 26", "verdict: FAIL", "−87.0 %",
+                     "rolled back", "release 7", "exit 10", "controller overhead 1.00 s"):
+        assert expected in text, expected
+
+
+def test_outcome_json_is_serialisable_and_complete():
+    import json
+
+    data = json.loads(json.dumps(outcome_json(_outcome(baseline=bench({1: 1.0}), candidate=bench({1: 1.0})))))
+    assert data["result"] == "rejected" and data["exit_code"] == 10 and data["release"] == 7
+    assert data["levels"][0]["concurrency"] == 1 and data["timings_s"]["controller_overhead"] == 1.0
+
+
+def test_rollback_failed_says_what_to_do():
+    text = "\n".join(outcome_lines(_outcome(result=m.Result.ROLLBACK_FAILED)))
+    assert "manual action needed" in text and "journalctl -u sglang-qwen.service" in text
+
+
+def test_plan_lines_show_diff_restart_and_policy():
+    text = "\n".join(plan_lines(plan(profile_diff=("~ mem-fraction-static 0.9 → 0.92",))))
+    assert "~ mem-fraction-static 0.9 → 0.92" in text and "would restart: sglang-qwen.service" in text
+    assert "C=1,64" in text and "max_running_requests may drop ≤ 10 %" in text
+
+
+def test_history_and_show(tmp_path):
+    with Ledger.open(tmp_path) as led:
+        rid = led.begin_release(deployment="qwen", kind="promote", unit_name="u.service", unit_text="[Service]\n",
+                                unit_hash="abc" * 10, who="alice (sudo)", profile="candidate")
+        led.save_bench(rid, "baseline", bench({1: 100.0}).to_dict(), unit_hash="x", bench_key="k")
+        led.save_bench(rid, "candidate", bench({1: 90.0}).to_dict(), unit_hash="y", bench_key="k")
+        led.finish(rid, result="rejected", verdict="FAIL", reasons=["C=1: −10 %"])
+        hist = history_lines(led.history("qwen"))
+        assert "rejected" in hist[0] and "alice (sudo)" in hist[0]
+        shown = "\n".join(release_lines(led.get(rid), led.benches(rid)))
+        assert "C=1: −10 %" in shown and "-10.0 %" in shown and "[Service]" in shown
+    assert history_lines([]) == ["no releases recorded yet"]
+
+
+def test_emit_plain_when_not_a_terminal():
+    buf = io.StringIO()
+    emit(["a", "b"], stream=buf)
+    assert buf.getvalue() == "a\nb\n"
