@@ -1,0 +1,50 @@
+"""deployctl validate: check an inventory and render every profile of every deployment."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from deployctl.cli_support import add_inventory_argument, inventory_path, load_inventory_from_args
+from deployctl.errors import InputError
+from deployctl.render import render_unit
+
+NAME = "validate"
+HELP = "check the inventory; list every problem with file, line and key path"
+DESCRIPTION = """\
+Check the inventory: YAML syntax, unknown keys, types, flag values, references between hosts,
+models and deployments, profile inheritance, policy blocks; then render every profile of every
+deployment. Every problem is listed at once as FILE:LINE: key.path: message (exit 2).
+
+example:
+  deployctl validate -i inventory/example.yaml
+  inventory/example.yaml:42: deployments.glm5.profiles.candidate.flags.tp: expected an integer, got 'eight'
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_inventory_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    inv = load_inventory_from_args(args)
+    source = inventory_path(args)
+    failures = []
+    rendered = 0
+    for name, dep in inv.deployments.items():
+        for profile in dep.profiles:
+            try:
+                render_unit(inv, dep, profile, default_python=sys.executable)
+                rendered += 1
+            except InputError as exc:
+                failures.append(f"{source}: deployments.{name}.profiles.{profile}: {exc.message}")
+    if failures:
+        raise InputError("\n".join([f"{source}: {len(failures)} profile(s) do not render", *failures]))
+    print(f"{source}: ok")
+    for name, host in inv.hosts.items():
+        kind = "simulated, " if host.simulated else ""
+        print(f"  host {name}: {kind}{host.gpus.count} x {host.gpus.model} ({host.gpus.compute_capability})")
+    for name, dep in inv.deployments.items():
+        print(f"  deployment {name}: {dep.unit} on {dep.host}:{dep.port}, profiles {', '.join(dep.profiles)}")
+    print(f"  {rendered} unit(s) rendered")
+    return 0

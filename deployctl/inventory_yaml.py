@@ -1,0 +1,99 @@
+"""YAML with line numbers: PyYAML's safe loader, plus where every key was written.
+
+``yaml.safe_load`` forgets positions and silently keeps the last of two equal keys. Operators need
+``FILE:LINE`` in every error and a duplicated key is almost always a mistake, so this composes the
+node tree with ``SafeLoader`` (same tags, same safety) and builds the data itself, recording for every
+key path the line it is on and, for scalars, the text exactly as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+Path = tuple[Any, ...]
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass
+class MarkedYaml:
+    data: Any
+    lines: dict[Path, int] = field(default_factory=dict)
+    raw: dict[Path, str] = field(default_factory=dict)
+    # (line, path, message) for structural mistakes the data cannot show, e.g. duplicate keys.
+    problems: list[tuple[int, Path, str]] = field(default_factory=list)
+
+    def line_of(self, path: Path) -> int:
+        """The line of ``path``, or of its nearest ancestor that was written in the file."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return 1
+
+
+def load_marked(text: str) -> MarkedYaml:
+    """Parse one YAML document. Raises ``yaml.YAMLError`` (with a mark) on a syntax error."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        out = MarkedYaml(data=None)
+        if node is not None:
+            out.lines[()] = node.start_mark.line + 1
+            out.data = _build(loader, node, (), out)
+        return out
+    finally:
+        loader.dispose()
+
+
+def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path, out: MarkedYaml) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        out.raw[path] = node.value
+        return loader.construct_object(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            out.lines[path + (index,)] = item.start_mark.line + 1
+            items.append(_build(loader, item, path + (index,), out))
+        return items
+    if isinstance(node, yaml.MappingNode):
+        return _build_mapping(loader, node, path, out)
+    raise yaml.constructor.ConstructorError(None, None, f"unsupported node {node.id}", node.start_mark)
+
+
+def _build_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, path: Path, out: MarkedYaml) -> dict:
+    result: dict[Any, Any] = {}
+    merges: list[yaml.Node] = []
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:
+            merges.extend(value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node])
+            continue
+        line = key_node.start_mark.line + 1
+        if not isinstance(key_node, yaml.ScalarNode):
+            out.problems.append((line, path, "a key must be a plain scalar, not a list or mapping"))
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            key = key_node.value
+        if key in result:
+            first = out.lines.get(path + (key,), line)
+            out.problems.append((line, path + (key,), f"duplicate key (first set on line {first})"))
+            continue
+        out.lines[path + (key,)] = line
+        result[key] = _build(loader, value_node, path + (key,), out)
+    # YAML merge keys (<<: *anchor): explicit keys win, earlier merges win over later ones (as PyYAML).
+    for merged in merges:
+        if not isinstance(merged, yaml.MappingNode):
+            out.problems.append((merged.start_mark.line + 1, path, "'<<' must merge a mapping"))
+            continue
+        scratch = MarkedYaml(data=None)
+        for key, value in _build_mapping(loader, merged, path, scratch).items():
+            if key not in result:
+                result[key] = value
+        for table, source in ((out.lines, scratch.lines), (out.raw, scratch.raw)):
+            for sub_path, item in source.items():
+                table.setdefault(sub_path, item)
+        out.problems.extend(scratch.problems)
+    return result
