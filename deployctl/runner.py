@@ -105,7 +105,7 @@ class PreflightResult:
 class Units(Protocol):
     async def install_trial(self, name: str, text: str) -> str: ...  # returns where it went
     async def keep(self, name: str) -> str: ...
-    async def restore(self, name: str, known_good_text: str | None) -> str: ...
+    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str: ...
     async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome: ...
 
 
@@ -381,7 +381,7 @@ class Runner:
         return m.Succeeded((f"kept {self.plan.profile}: {where}",))
 
     async def _do_RestoreBaseline(self, action: m.RestoreBaseline) -> m.Outcome:
-        where = await self.a.units.restore(self.plan.unit_name, self.plan.known_good_text)
+        where = await self.a.units.restore(self.plan.unit_name, self.plan.known_good_text, self.plan.known_good_hash)
         outcome = await self._start(fresh=action.attempt > 0)
         if not outcome.ready:
             return m.Failed((f"the known-good unit did not come back ({outcome.kind}): {outcome.message}",))

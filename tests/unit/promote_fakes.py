@@ -59,7 +59,7 @@ class FakeUnits:
         self.calls.append("keep")
         return f"/etc/systemd/system/{name}"
 
-    async def restore(self, name: str, known_good_text: str | None) -> str:
+    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str:
         self.calls.append("restore")
         return "discarded the trial"
 

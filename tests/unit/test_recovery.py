@@ -1,0 +1,73 @@
+"""Recovery of a promote whose controller died: roll back, finish the keep, or just close the record."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger
+from deployctl.recovery import recover, recovery_plan
+
+from promote_fakes import FakeBench, adapters, bench, plan
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger.open(tmp_path) as led:
+        yield led
+
+
+def _dead_promote(ledger, phase, result=None):
+    p = plan()
+    prev = ledger.begin_release(deployment="qwen", kind="adopted", unit_name=p.unit_name, unit_text=p.known_good_text,
+                                unit_hash=p.known_good_hash, who="t", finished=True, live=True)
+    rid = ledger.begin_release(deployment="qwen", kind="promote", unit_name=p.unit_name, unit_text=p.candidate_text,
+                               unit_hash=p.candidate_hash, who="t", profile="candidate", previous_id=prev, pid=999999)
+    ledger.save_state(rid, m.State(phase=phase, result=result).to_dict())
+    ledger.save_bench(rid, "baseline", bench({1: 120.0}).to_dict(), unit_hash="old", bench_key="k")
+    return prev, rid
+
+
+def _plan_for(ledger):
+    return lambda release: recovery_plan(ledger, release, plan())
+
+
+async def test_death_during_bench_is_rolled_back_and_said(ledger):
+    prev, rid = _dead_promote(ledger, m.Phase.BENCH)
+    a = adapters(bench_=FakeBench([bench({1: 119.0})]))
+    said = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
+    assert a.units.calls == ["restore", "restart"]
+    assert said == [f"recovered release {rid}: the controller (pid 999999) stopped during BENCH; recovered by "
+                    "`deployctl status`; rolled back to the known-good unit and verified it"]
+    release = ledger.get(rid)
+    assert release.finished and release.result == "aborted"
+    assert ledger.live_release("qwen").id == prev
+    assert ledger.unfinished("qwen") == []
+    assert any(e.name == "recovery" for e in ledger.events(rid))
+
+
+async def test_death_before_any_change_only_closes_the_record(ledger):
+    _, rid = _dead_promote(ledger, m.Phase.BASELINE)
+    a = adapters()
+    said = await recover(ledger, "qwen", a, _plan_for(ledger), "promote")
+    assert a.units.calls == [] and "no change had been made" in said[0]
+    assert ledger.get(rid).result == "aborted"
+
+
+async def test_death_during_keep_finishes_the_keep(ledger):
+    _, rid = _dead_promote(ledger, m.Phase.KEEP, result=m.Result.KEPT)
+    a = adapters()
+    said = await recover(ledger, "qwen", a, _plan_for(ledger), "history")
+    assert a.units.calls == ["keep"] and "finished keeping candidate" in said[0]
+    assert ledger.live_release("qwen").id == rid
+
+
+async def test_nothing_to_recover(ledger):
+    assert await recover(ledger, "qwen", adapters(), _plan_for(ledger), "promote") == []
+
+
+def test_recovery_plan_restores_the_release_it_was_tried_against(ledger):
+    prev, rid = _dead_promote(ledger, m.Phase.BENCH)
+    p = recovery_plan(ledger, ledger.get(rid), plan(known_good_text="something else", known_good_hash="zzz"))
+    assert p.known_good_hash == "old" and p.known_good_text == plan().known_good_text
+    assert p.candidate_hash == "new"
