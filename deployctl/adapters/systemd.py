@@ -1,0 +1,302 @@
+"""systemd over D-Bus: reload, restart/start/stop with the job's result, unit state, state-change watch.
+
+The only importer of dbus-fast. Pitfalls handled here (measured, see docs/systemd.md):
+- ``Manager.Subscribe`` is called once per connection (PropertiesChanged never arrives without it, a
+  second call raises ``AlreadySubscribed``);
+- every ``JobRemoved`` is recorded by job path from the moment the connection exists, so a job that
+  finishes before the ``RestartUnit`` reply is processed is not lost;
+- D-Bus errors become deployctl's exceptions at this boundary, with what to do next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from dbus_fast import BusType, Message, MessageType
+from dbus_fast.aio import MessageBus
+from dbus_fast.errors import DBusError
+
+from deployctl.errors import AccessDenied, BadUnitSetting, JobFailed, SystemdError, UnitNotFound
+
+log = logging.getLogger("deployctl.systemd")
+
+SYSTEMD = "org.freedesktop.systemd1"
+MANAGER_PATH = "/org/freedesktop/systemd1"
+MANAGER = "org.freedesktop.systemd1.Manager"
+UNIT = "org.freedesktop.systemd1.Unit"
+SERVICE = "org.freedesktop.systemd1.Service"
+PROPERTIES = "org.freedesktop.DBus.Properties"
+
+JOB_RESULTS = ("done", "failed", "timeout", "canceled", "dependency", "skipped")
+# ExecMainCode values are siginfo's si_code (CLD_*).
+CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
+_REMEMBERED_JOBS = 4096
+
+ACCESS_HINT = (
+    "run deployctl as root, or grant the operator group the polkit actions "
+    "org.freedesktop.systemd1.manage-units and org.freedesktop.systemd1.reload-daemon "
+    "(example rule: systemd/50-deployctl.rules)"
+)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """The result systemd reported in ``JobRemoved`` for one job."""
+
+    unit: str
+    verb: str
+    job: str
+    result: str
+
+    @property
+    def ok(self) -> bool:
+        return self.result == "done"
+
+    def check(self) -> "JobResult":
+        """Raise ``JobFailed`` unless the job finished ``done``."""
+        if not self.ok:
+            raise JobFailed(
+                f"systemd's {self.verb} job for {self.unit} ended '{self.result}'",
+                result=self.result,
+                hint=f"see `systemctl status {self.unit}` and `journalctl -u {self.unit} -n 50`",
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """A snapshot of the unit properties deployctl decides on."""
+
+    name: str
+    load_state: str
+    active_state: str
+    sub_state: str
+    result: str
+    main_pid: int
+    exec_main_code: int
+    exec_main_status: int
+    n_restarts: int
+    invocation_id: str
+    active_enter_us: int
+    need_daemon_reload: bool
+    fragment_path: str
+
+    @property
+    def running(self) -> bool:
+        return self.active_state == "active" and self.sub_state == "running"
+
+    @property
+    def exit_description(self) -> str:
+        """How the main process ended, e.g. ``exited with status 1`` or ``killed by signal 9 (SIGKILL)``."""
+        if self.exec_main_code == CLD_EXITED:
+            meaning = " (could not execute the command)" if self.exec_main_status == 203 else ""
+            return f"exited with status {self.exec_main_status}{meaning}"
+        if self.exec_main_code in (CLD_KILLED, CLD_DUMPED):
+            try:
+                name = signal.Signals(self.exec_main_status).name
+            except ValueError:
+                name = "unknown signal"
+            dumped = ", core dumped" if self.exec_main_code == CLD_DUMPED else ""
+            return f"killed by signal {self.exec_main_status} ({name}{dumped})"
+        return "has not exited"
+
+
+def _map_error(exc: DBusError, unit: str | None) -> Exception:
+    name = exc.type
+    what = unit or "the systemd manager"
+    if name in ("org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"):
+        return UnitNotFound(
+            f"{what}: {exc.text}",
+            hint="install the unit file first (deployctl restart installs it), then daemon-reload",
+        )
+    if name == "org.freedesktop.systemd1.BadUnitSetting":
+        return BadUnitSetting(
+            f"{what} has a bad unit file setting: {exc.text}",
+            hint=f"run `systemd-analyze verify {unit}` on the rendered unit" if unit else None,
+        )
+    if name in (
+        "org.freedesktop.DBus.Error.AccessDenied",
+        "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
+    ):
+        return AccessDenied(f"systemd refused the request for {what}: {exc.text}", hint=ACCESS_HINT)
+    if name == "org.freedesktop.systemd1.UnitMasked":
+        return SystemdError(f"{what} is masked: {exc.text}", hint=f"systemctl unmask {unit}")
+    return SystemdError(f"systemd error for {what}: {name}: {exc.text}")
+
+
+def _v(props: dict[str, Any], key: str, default: Any) -> Any:
+    variant = props.get(key)
+    return default if variant is None else variant.value
+
+
+class Systemd:
+    """An asyncio connection to systemd's manager on the system bus."""
+
+    def __init__(self, bus: MessageBus) -> None:
+        self._bus = bus
+        # Every JobRemoved result by job path: ours may arrive before the RestartUnit reply is processed.
+        self._jobs: OrderedDict[str, str] = OrderedDict()
+        self._job_waiters: dict[str, asyncio.Future[str]] = {}
+        self._watchers: dict[str, list[asyncio.Queue[None]]] = {}
+        self._paths: dict[str, str] = {}
+        bus.add_message_handler(self._on_message)
+
+    @classmethod
+    async def connect(cls, bus_address: str | None = None) -> "Systemd":
+        """Connect to ``bus_address``, else ``$DBUS_SYSTEM_BUS_ADDRESS``, else the standard system bus."""
+        address = bus_address or os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
+        try:
+            bus = await MessageBus(bus_address=address, bus_type=BusType.SYSTEM).connect()
+        except (OSError, DBusError) as exc:
+            raise SystemdError(
+                f"cannot reach the system bus at {address or 'the default socket'}: {exc}",
+                hint="is systemd (and dbus) running on this host? DBUS_SYSTEM_BUS_ADDRESS overrides the address",
+            ) from exc
+        self = cls(bus)
+        try:
+            # The match rules are in place (the bus keeps per-connection order) before any job starts.
+            for rule in (
+                f"type='signal',sender='{SYSTEMD}',interface='{MANAGER}',member='JobRemoved'",
+                f"type='signal',sender='{SYSTEMD}',interface='{PROPERTIES}',member='PropertiesChanged'",
+            ):
+                await self._call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                 "AddMatch", "s", [rule])
+            await self._manager("Subscribe")
+        except BaseException:
+            bus.disconnect()
+            raise
+        return self
+
+    async def close(self) -> None:
+        self._bus.disconnect()
+        try:
+            await asyncio.wait_for(self._bus.wait_for_disconnect(), 2)
+        except (asyncio.TimeoutError, Exception):  # already gone is fine
+            pass
+
+    async def __aenter__(self) -> "Systemd":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- signals -------------------------------------------------------------------------------
+
+    def _on_message(self, msg: Message) -> None:
+        if msg.message_type is not MessageType.SIGNAL:
+            return
+        if msg.member == "JobRemoved" and msg.interface == MANAGER:
+            _id, job, _unit, result = msg.body
+            waiter = self._job_waiters.pop(job, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(result)
+            else:
+                self._jobs[job] = result
+                while len(self._jobs) > _REMEMBERED_JOBS:
+                    self._jobs.popitem(last=False)
+        elif msg.member == "PropertiesChanged" and msg.interface == PROPERTIES:
+            for queue in self._watchers.get(msg.path, ()):
+                queue.put_nowait(None)
+
+    # --- calls ---------------------------------------------------------------------------------
+
+    async def _call(self, dest: str, path: str, iface: str, member: str, signature: str = "",
+                    body: list[Any] | None = None, unit: str | None = None) -> list[Any]:
+        reply = await self._bus.call(Message(destination=dest, path=path, interface=iface, member=member,
+                                             signature=signature, body=body or []))
+        if reply.message_type is MessageType.ERROR:
+            raise _map_error(DBusError._from_message(reply), unit)
+        return reply.body
+
+    async def _manager(self, member: str, signature: str = "", body: list[Any] | None = None,
+                       unit: str | None = None) -> list[Any]:
+        return await self._call(SYSTEMD, MANAGER_PATH, MANAGER, member, signature, body, unit)
+
+    async def reload(self) -> None:
+        """``systemctl daemon-reload``: re-read every unit file (120–160 ms on systemd 252)."""
+        await self._manager("Reload")
+
+    async def _job(self, verb: str, method: str, unit: str, timeout: float | None) -> JobResult:
+        (job,) = await self._manager(method, "ss", [unit, "replace"], unit=unit)
+        outcome = self._jobs.pop(job, None)
+        if outcome is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._job_waiters[job] = waiter
+            try:
+                outcome = await asyncio.wait_for(waiter, timeout)
+            except asyncio.TimeoutError as exc:
+                raise SystemdError(
+                    f"systemd's {verb} job for {unit} did not finish within {timeout:g} s",
+                    hint=f"see `systemctl list-jobs` and `systemctl status {unit}`",
+                ) from exc
+            finally:
+                self._job_waiters.pop(job, None)
+        result = JobResult(unit=unit, verb=verb, job=job, result=outcome)
+        log.info("%s %s: job %s", verb, unit, result.result)
+        return result
+
+    async def restart(self, unit: str, *, timeout: float | None = None) -> JobResult:
+        """Restart (mode ``replace``) and wait for this job's result; a non-``done`` result is returned, not raised."""
+        return await self._job("restart", "RestartUnit", unit, timeout)
+
+    async def start(self, unit: str, *, timeout: float | None = None) -> JobResult:
+        return await self._job("start", "StartUnit", unit, timeout)
+
+    async def stop(self, unit: str, *, timeout: float | None = None) -> JobResult:
+        return await self._job("stop", "StopUnit", unit, timeout)
+
+    async def reset_failed(self, unit: str) -> None:
+        """Clear the failed state and the start-limit counter (``Result=start-limit-hit``)."""
+        await self._manager("ResetFailedUnit", "s", [unit], unit=unit)
+
+    async def unit_path(self, unit: str) -> str:
+        path = self._paths.get(unit)
+        if path is None:
+            # LoadUnit, unlike GetUnit, also answers for a unit that is not loaded right now.
+            (path,) = await self._manager("LoadUnit", "s", [unit], unit=unit)
+            self._paths[unit] = path
+        return path
+
+    async def unit_state(self, unit: str) -> UnitState:
+        path = await self.unit_path(unit)
+        (u,) = await self._call(SYSTEMD, path, PROPERTIES, "GetAll", "s", [UNIT], unit=unit)
+        s: dict[str, Any] = {}
+        if unit.endswith(".service") and _v(u, "LoadState", "") == "loaded":
+            (s,) = await self._call(SYSTEMD, path, PROPERTIES, "GetAll", "s", [SERVICE], unit=unit)
+        invocation = _v(u, "InvocationID", b"")
+        return UnitState(
+            name=unit,
+            load_state=_v(u, "LoadState", ""),
+            active_state=_v(u, "ActiveState", ""),
+            sub_state=_v(u, "SubState", ""),
+            result=_v(s, "Result", ""),
+            main_pid=_v(s, "MainPID", 0),
+            exec_main_code=_v(s, "ExecMainCode", 0),
+            exec_main_status=_v(s, "ExecMainStatus", 0),
+            n_restarts=_v(s, "NRestarts", 0),
+            invocation_id=bytes(invocation).hex(),
+            active_enter_us=_v(u, "ActiveEnterTimestamp", 0),
+            need_daemon_reload=_v(u, "NeedDaemonReload", False),
+            fragment_path=_v(u, "FragmentPath", ""),
+        )
+
+    async def watch(self, unit: str) -> AsyncIterator[UnitState]:
+        """Yield the unit's state now and after every change systemd announces, until the caller stops."""
+        path = await self.unit_path(unit)
+        queue: asyncio.Queue[None] = asyncio.Queue()
+        self._watchers.setdefault(path, []).append(queue)
+        try:
+            yield await self.unit_state(unit)
+            while True:
+                await queue.get()
+                while not queue.empty():  # coalesce a burst of changes into one snapshot
+                    queue.get_nowait()
+                yield await self.unit_state(unit)
+        finally:
+            self._watchers[path].remove(queue)
