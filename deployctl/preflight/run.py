@@ -1,0 +1,191 @@
+"""Pre-flight: everything knowable about a candidate before it costs a restart.
+
+``run_preflight`` renders the candidate's command line exactly as the unit will run it, finds the SGLang
+that command would start (the host's interpreter, or the simulator's version on a simulated host), checks
+the flags the way SGLang's argparse will, matches the knowledge catalogue, and checks the host. The
+verb ``deployctl check`` and promote's PREFLIGHT phase both call it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import logging
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from deployctl.errors import InputError
+from deployctl.inventory import Inventory, resolve_profile
+from deployctl.preflight.argcheck import ArgProblem, PythonStyle, check_argv, parsed_values, render_error
+from deployctl.preflight.catalogue import Catalogue, Context, FlagValues, evaluate, shipped_catalogue
+from deployctl.preflight.extract import extract_flag_table
+from deployctl.preflight.flagtable import FlagTable, shipped_table, shipped_versions
+from deployctl.preflight.hostcheck import disk_findings, gpu_findings, path_findings, port_findings
+from deployctl.preflight.hostfacts import STATE_PATHS, HostProbe, ProbeRequest, probe_local_host
+from deployctl.preflight.installed import InstalledSglang, probe_interpreter
+from deployctl.preflight.report import Finding, PreflightReport, sort_findings
+from deployctl.preflight.sources import DirSource
+from deployctl.render import exec_argv, unit_environment
+
+log = logging.getLogger("deployctl.preflight")
+
+SIM_DEFAULT_VERSION = "0.5.10"  # contract §2: SGLANG_SIM_VERSION's default
+InterpreterProbe = Callable[..., InstalledSglang]
+
+
+@dataclass(frozen=True)
+class _Sglang:
+    version: str | None
+    table: FlagTable | None
+    python_version: tuple[int, int, int] | None
+    findings: tuple[Finding, ...]
+
+
+def run_preflight(
+    inv: Inventory,
+    deployment: str,
+    profile: str,
+    *,
+    host_probe: HostProbe = probe_local_host,
+    interpreter_probe: InterpreterProbe = probe_interpreter,
+    default_python: str | None = None,
+    catalogue: Catalogue | None = None,
+) -> PreflightReport:
+    """Check ``profile`` of ``deployment``. Findings, never an exception, for anything about the candidate;
+    :class:`InputError` only for an unknown deployment/profile."""
+    dep = inv.deployment(deployment)
+    host = inv.hosts[dep.host]
+    resolved = resolve_profile(inv, dep, profile)
+    command = exec_argv(inv, dep, resolved, default_python=default_python or sys.executable)
+    python, argv = command[0], command[4:]
+    env = unit_environment(host, resolved)
+    local = host.simulated or is_local_address(host.address)
+    findings: list[Finding] = []
+
+    if local:
+        facts = host_probe(ProbeRequest(python=python, cuda_home=env.get("CUDA_HOME"), port=dep.port,
+                                        unit=dep.unit, state_paths=STATE_PATHS))
+        findings += path_findings(python, facts, env.get("CUDA_HOME"), host.simulated)
+        if not host.simulated:
+            gpus = host.gpus
+            findings += gpu_findings(dep.host, gpus.model, gpus.count, gpus.compute_capability, facts, env)
+        findings += port_findings(dep.port, dep.unit, facts)
+        findings += disk_findings(facts)
+        python_runs = facts.python_executable
+    else:
+        python_runs = False
+        findings.append(Finding(
+            "WARN", "host-remote",
+            f"host {dep.host} ({host.address}) is not this machine: its GPUs, port, disk and installed SGLang "
+            "were not inspected, so the flags were checked against the catalogue only",
+            "inventory hosts.{0}.address".format(dep.host), hint=f"run deployctl check on {host.address}"))
+
+    sglang = _sglang_for(host.simulated, local and python_runs, python, env, interpreter_probe)
+    findings += sglang.findings
+    style = PythonStyle(sglang.python_version or (3, 11, 0))
+    cat = catalogue or shipped_catalogue()
+    if sglang.table is not None:
+        findings += flag_findings(sglang.table, argv, sglang.version, cat, style)
+        values = FlagValues(parsed_values(sglang.table, argv), sglang.table)
+    else:
+        values = FlagValues({k.replace("-", "_"): v for k, v in resolved.flags.items()})
+    findings += evaluate(cat, Context(sglang.version, host.gpus.compute_capability, values, env))
+    return PreflightReport(
+        deployment=dep.name, profile=profile, findings=sort_findings(findings), sglang_version=sglang.version,
+        python=python, flag_table=sglang.table.method if sglang.table else None, argv=tuple(argv),
+    )
+
+
+def _sglang_for(simulated: bool, probe: bool, python: str, env: dict[str, str],
+                interpreter_probe: InterpreterProbe) -> _Sglang:
+    if simulated:
+        version = env.get("SGLANG_SIM_VERSION", SIM_DEFAULT_VERSION)
+        table = shipped_table(version)
+        if table is None:
+            return _Sglang(version, None, None, (Finding(
+                "WARN", "flags-unchecked",
+                f"no flag table ships for simulated SGLang {version} (shipped: {', '.join(shipped_versions())}); "
+                "the flags were not checked", "deployctl/preflight/flags-<version>.json"),))
+        return _Sglang(version, table, None, ())
+    if not probe:
+        return _Sglang(None, None, None, ())
+    try:
+        installed = interpreter_probe(python, env)
+    except InputError as exc:
+        return _Sglang(None, None, None, (Finding("ERROR", "sglang-probe", exc.message, "the deployment's interpreter",
+                                                  hint=exc.hint),))
+    if installed.sglang_version is None:
+        return _Sglang(None, None, installed.python_version, (Finding(
+            "ERROR", "sglang-missing", f"SGLang is not installed for {python} (no sglang package metadata)",
+            "importlib.metadata of the deployment's interpreter",
+            hint=f"{python} -m pip install sglang==<version>, or point hosts.<host>.python at the SGLang venv"),))
+    if installed.source_root is None:
+        return _Sglang(installed.sglang_version, None, installed.python_version, (Finding(
+            "WARN", "flags-unchecked", f"SGLang {installed.sglang_version} is installed for {python} but its "
+            "source directory was not found; the flags were not checked", "importlib.util.find_spec('sglang')"),))
+    try:
+        table = extract_flag_table(DirSource(installed.source_root), installed.sglang_version)
+    except (InputError, SyntaxError) as exc:
+        return _Sglang(installed.sglang_version, None, installed.python_version, (Finding(
+            "WARN", "flags-unchecked", f"could not read the flags of SGLang {installed.sglang_version} at "
+            f"{installed.source_root}: {exc}", "sglang/srt/server_args.py"),))
+    log.info("SGLang %s at %s: %d flags", installed.sglang_version, installed.source_root, len(table.flags))
+    return _Sglang(installed.sglang_version, table, installed.python_version, ())
+
+
+def flag_findings(table: FlagTable, argv: list[str], version: str | None, catalogue: Catalogue,
+                  style: PythonStyle = PythonStyle()) -> list[Finding]:
+    """The argparse-equivalent check as findings, with the fix where the catalogue knows one."""
+    out: list[Finding] = []
+    label = f"SGLang {version or '?'}"
+    source = f"flag table of {label} ({table.method})"
+    for problem in check_argv(table, argv, style):
+        quoted = f"`{render_error(table, problem)}`"
+        if problem.kind == "deprecated":
+            out.append(Finding("WARN", "flag-deprecated", f"{problem.option}: {problem.message}", source))
+        elif problem.kind == "abbreviation":
+            out.append(Finding("INFO", "flag-abbreviation", problem.message, source,
+                               hint=f"write {problem.matches[0]}"))
+        elif problem.kind in ("unknown", "ambiguous"):
+            out.append(_unknown_finding(table, problem, quoted, label, source, version, catalogue))
+        else:
+            out.append(Finding("ERROR", f"flag-{problem.kind.replace('_', '-')}",
+                               f"{problem.option}: {label} would refuse to start with {quoted}", source))
+    return out
+
+
+def _unknown_finding(table: FlagTable, problem: ArgProblem, quoted: str, label: str, source: str,
+                     version: str | None, catalogue: Catalogue) -> Finding:
+    name = problem.option.lstrip("-")
+    replacement = catalogue.replacement_for(name, version)
+    what = "is ambiguous in" if problem.kind == "ambiguous" else "is not a flag of"
+    code = "flag-ambiguous" if problem.kind == "ambiguous" else "flag-unknown"
+    if replacement is not None:
+        code = "flag-renamed" if replacement.instead.startswith("--") else code
+        return Finding("ERROR", code, f"{problem.option} {what} {label} ({replacement.note}); {label} would exit "
+                       f"with {quoted}", f"{source}; {replacement.source}", hint=f"use {replacement.instead}")
+    close = difflib.get_close_matches(problem.option, table.option_strings, n=3, cutoff=0.75)
+    hint = f"did you mean {' or '.join(close)}?" if close else None
+    return Finding("ERROR", code, f"{problem.option} {what} {label}; {label} would exit with {quoted}", source,
+                   hint=hint)
+
+
+def is_local_address(address: str) -> bool:
+    """Whether the inventory's host address is this machine (no DNS: a name must be ours literally)."""
+    if address in ("localhost", "local") or address in (socket.gethostname(), socket.gethostname().split(".")[0]):
+        return True
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if ip.is_loopback:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((str(ip), 0))  # only succeeds for an address configured on this machine
+            return True
+        except OSError:
+            return False
