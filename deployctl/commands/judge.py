@@ -1,0 +1,102 @@
+"""``deployctl judge``: replay a verdict from two stored benchmark results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from deployctl.benchresult import BenchResult
+from deployctl.errors import ExitCode, InputError
+from deployctl.inventory_yaml import load_marked
+from deployctl.judge import Outcome, judge, render_verdict
+from deployctl.policy import JudgePolicy
+
+NAME = "judge"
+HELP = "judge a candidate's benchmark against a baseline's (stored JSON), as promote would"
+DESCRIPTION = """\
+Compare two stored sweeps (the JSON of `deployctl bench --json`, or what the ledger kept) and print the
+verdict promote would reach: per level the change of the metric with its confidence interval, the
+limit, and PASS / FAIL / INCONCLUSIVE / INVALID, plus how many more candidate trials it would ask for.
+
+The policy is the inventory's `policy.judge` block: pass a YAML or JSON file holding either that block
+or a whole policy (with a `judge:` key). Without --policy the defaults apply (−5 %, 95 %, 2…5 trials).
+
+example:
+  deployctl judge baseline.json candidate.json
+  deployctl judge baseline.json candidate.json --policy judge.yaml --json
+
+exit status: 0 PASS · 10 FAIL · 11 INCONCLUSIVE or INVALID · 2 unreadable input
+"""
+
+_EXIT = {
+    Outcome.PASS: ExitCode.OK,
+    Outcome.FAIL: ExitCode.REJECTED,
+    Outcome.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+    Outcome.INVALID: ExitCode.INCONCLUSIVE,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("baseline", type=Path, metavar="BASELINE.json", help="the baseline's benchmark result")
+    parser.add_argument("candidate", type=Path, metavar="CANDIDATE.json", help="the candidate's benchmark result")
+    parser.add_argument("--policy", type=Path, metavar="FILE", help="judge policy (YAML or JSON)")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    baseline = _load_result(args.baseline)
+    candidate = _load_result(args.candidate)
+    policy = _load_policy(args.policy) if args.policy else JudgePolicy()
+    verdict = judge(baseline, candidate, policy)
+    if args.json:
+        print(json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(render_verdict(verdict))
+    return _EXIT[verdict.outcome]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _load_result(path: Path) -> BenchResult:
+    try:
+        data = json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or "levels" not in data:
+        raise InputError(
+            f"{path}: not a benchmark result (no 'levels')",
+            hint="pass the output of `deployctl bench --json`",
+        )
+    try:
+        return BenchResult.from_dict(data)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise InputError(f"{path}: malformed benchmark result: {exc}") from exc
+
+
+def _load_policy(path: Path) -> JudgePolicy:
+    try:
+        data: Any = load_marked(_read(path)).data
+    except Exception as exc:  # PyYAML's errors carry the position in their text
+        raise InputError(f"{path}: not YAML/JSON: {exc}") from exc
+    if isinstance(data, dict) and isinstance(data.get("policy"), dict):
+        data = data["policy"]
+    if isinstance(data, dict) and isinstance(data.get("judge"), dict):
+        data = data["judge"]
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of judge settings")
+    try:
+        return JudgePolicy.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(f"{path}: invalid judge policy: {problems}") from exc

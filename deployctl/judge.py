@@ -1,0 +1,396 @@
+"""The judge: is the candidate's sweep worse than the baseline's, beyond the policy's limit, beyond noise?
+
+Pure: two ``BenchResult``s and a ``JudgePolicy`` in, a ``Verdict`` out, every level with the change,
+its confidence interval, the test used and a reason in the operator's words, e.g.
+``C=64: −12.4 % (95 % CI −14.1 … −10.6 %), limit −5 %: regressed beyond the limit``.
+
+Per level (the baseline's levels; the trial is the unit of replication, ``deployctl.stats``):
+
+- FAIL    the regression is statistically clear (the interval excludes 0) and its estimate is beyond
+          the limit;
+- PASS    the whole interval is on the good side of the limit;
+- UNKNOWN anything else: the judge asks for one more candidate trial, up to ``max_trials``;
+- INVALID no valid baseline or candidate trial (``TrialResult.invalid_reason`` says why).
+
+Critical levels combine worst-first (FAIL, INVALID, UNKNOWN, PASS): FAIL is final even while other
+levels are unclear. UNKNOWN levels with budget left make the verdict INCONCLUSIVE *with*
+``more_trials`` (run them, merge, judge again); with the budget spent it is a final INCONCLUSIVE.
+Advisory levels are reported, never decisive. GPU power and utilisation, when both sides have them,
+are shown as secondary evidence only.
+
+The baseline cannot get more trials once the candidate runs (that would mean restarting it), so the
+precision of every look rests on the baseline's trial count: measure the baseline with ``max_trials``
+trials (docs/judge.md has the calibration that shows why).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Iterable
+
+from deployctl.benchresult import BenchResult, LevelResult, TrialResult
+from deployctl.policy import JudgePolicy
+from deployctl.stats import ChangeInterval, log_ratio_interval
+
+
+class Outcome(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    INVALID = "INVALID"
+
+
+class LevelState(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    UNKNOWN = "UNKNOWN"
+    INVALID = "INVALID"
+
+
+# Worst first: how level states combine.
+_SEVERITY = {LevelState.FAIL: 0, LevelState.INVALID: 1, LevelState.UNKNOWN: 2, LevelState.PASS: 3}
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    higher_is_better: bool
+    value: Callable[[TrialResult], float | None]
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("output_tok_s", "output tok/s", True, lambda t: t.output_tok_s),
+        Metric("per_request_tok_s", "per-request tok/s", True, lambda t: t.per_request_tok_s.mean),
+        Metric("ttft_p99_s", "TTFT p99", False, lambda t: t.ttft_s.p99),
+        Metric("itl_p99_s", "ITL p99", False, lambda t: t.itl_s.p99),
+        Metric("e2e_p50_s", "E2E p50", False, lambda t: t.e2e_s.p50),
+    )
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One metric at one level."""
+
+    metric: str
+    state: LevelState
+    limit_pct: float
+    interval: ChangeInterval | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class LevelVerdict:
+    concurrency: int
+    role: str  # "critical" | "advisory"
+    state: LevelState
+    reason: str
+    checks: tuple[CheckResult, ...] = ()
+    baseline_trials: int = 0  # valid ones
+    candidate_trials: int = 0  # valid ones
+    candidate_trials_run: int = 0  # valid and invalid: what the budget counts
+    more_trials: int = 0
+    notes: tuple[str, ...] = ()  # secondary evidence, ignored trials
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    levels: tuple[LevelVerdict, ...]
+    reasons: tuple[str, ...]
+    more_trials: dict[int, int] = field(default_factory=dict)  # concurrency → extra candidate trials
+    notes: tuple[str, ...] = ()
+    drift: "DriftVerdict | None" = None
+
+    @property
+    def final(self) -> bool:
+        """False while the judge still asks for more trials."""
+        return not self.more_trials
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["more_trials"] = {str(c): n for c, n in self.more_trials.items()}
+        return data
+
+
+@dataclass(frozen=True)
+class DriftVerdict:
+    """Whether the restored baseline still performs like it did before the promotion."""
+
+    drift: bool
+    reasons: tuple[str, ...]
+    levels: tuple[LevelVerdict, ...] = ()
+
+
+def judge(baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy) -> Verdict:
+    """Compare the candidate's sweep with the baseline's under ``policy``."""
+    metric = METRICS[policy.metric]
+    levels = tuple(
+        _judge_level(lv, candidate.level(lv.concurrency), metric, policy) for lv in baseline.levels
+    )
+    notes = tuple(
+        f"C={lv.concurrency}: measured on the candidate only, not judged (no baseline)"
+        for lv in candidate.levels
+        if baseline.level(lv.concurrency) is None
+    )
+    if not levels:
+        return Verdict(Outcome.INVALID, (), ("the baseline has no levels: nothing to judge",), notes=notes)
+    return _combine(levels, notes)
+
+
+def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdict:
+    critical = [lv for lv in levels if lv.role == "critical"]
+    advisory = [lv for lv in levels if lv.role != "critical"]
+    states = {lv.state for lv in critical}
+    more: dict[int, int] = {}
+    if LevelState.FAIL in states:
+        outcome = Outcome.FAIL
+    elif LevelState.INVALID in states:
+        outcome = Outcome.INVALID
+    elif LevelState.UNKNOWN in states:
+        outcome = Outcome.INCONCLUSIVE
+        more = {lv.concurrency: lv.more_trials for lv in critical if lv.more_trials}
+    else:
+        outcome = Outcome.PASS
+    ordered = sorted(critical, key=lambda lv: (_SEVERITY[lv.state], lv.concurrency))
+    reasons = [_headline(outcome, critical, more)]
+    reasons += [lv.reason for lv in ordered]
+    reasons += [f"advisory {lv.reason}" for lv in sorted(advisory, key=lambda lv: lv.concurrency)]
+    level_notes = tuple(n for lv in levels for n in lv.notes)
+    return Verdict(outcome, levels, tuple(reasons), more, notes + level_notes)
+
+
+def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, int]) -> str:
+    def at(state: LevelState) -> str:
+        return ", ".join(f"C={lv.concurrency}" for lv in critical if lv.state == state)
+
+    if not critical:
+        return "PASS: every level is advisory, none decides"
+    if outcome is Outcome.FAIL:
+        return f"FAIL: {at(LevelState.FAIL)} regressed beyond the limit"
+    if outcome is Outcome.INVALID:
+        return f"INVALID: {at(LevelState.INVALID)} cannot be judged"
+    if outcome is Outcome.INCONCLUSIVE and more:
+        asked = ", ".join(f"C={c} +{n}" for c, n in sorted(more.items()))
+        return f"INCONCLUSIVE so far: more candidate trials needed ({asked})"
+    if outcome is Outcome.INCONCLUSIVE:
+        return f"INCONCLUSIVE: {at(LevelState.UNKNOWN)} still unclear with the trial budget spent"
+    return "PASS: no critical level regressed beyond its limit"
+
+
+def _judge_level(
+    base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy
+) -> LevelVerdict:
+    c = base.concurrency
+    rule = policy.rule_for(c)
+    limit = float(rule.limit_pct)  # rule_for fills it in from the policy
+    b_ok, b_bad = _split(base.trials, metric)
+    c_ok, c_bad = _split(cand.trials if cand else (), metric)
+    run = len(c_ok) + len(c_bad)
+    notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad)
+    common = dict(
+        concurrency=c, role=rule.role, baseline_trials=len(b_ok), candidate_trials=len(c_ok),
+        candidate_trials_run=run, notes=notes,
+    )
+    if not b_ok:
+        return LevelVerdict(state=LevelState.INVALID, reason=f"C={c}: no valid baseline trial{_why(b_bad)}", **common)
+    if run and not c_ok:
+        return LevelVerdict(state=LevelState.INVALID, reason=f"C={c}: no valid candidate trial{_why(c_bad)}", **common)
+    budget = max(0, policy.max_trials - run)
+    if len(c_ok) < policy.min_trials:
+        wanted = min(policy.min_trials - len(c_ok), budget)
+        reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"
+        return _unknown(reason, wanted, common)
+    looks = policy.max_trials - policy.min_trials + 1
+    checks = [_check(c, metric, limit, b_ok, c_ok, policy.confidence, looks)]
+    for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct), ("itl_p99_s", policy.itl_p99_limit_pct)):
+        if pct is not None and name != metric.name:
+            check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy, looks)
+            if check is not None:
+                checks.append(check)
+    state = min((ch.state for ch in checks), key=_SEVERITY.__getitem__)
+    lines = [ch.reason for ch in checks]
+    more = 0
+    if state is LevelState.UNKNOWN:
+        more = min(1, budget)
+        tail = f"unclear after {len(c_ok)} trials, 1 more asked" if more else (
+            f"still unclear after {len(c_ok)} trials (max_trials {policy.max_trials} reached)"
+        )
+        lines = [f"{line}; {tail}" if ch.state is LevelState.UNKNOWN else line for ch, line in zip(checks, lines)]
+    evidence = _telemetry_note(c, base.trials, cand.trials if cand else ())
+    return LevelVerdict(
+        state=state,
+        reason="; ".join(lines),
+        checks=tuple(checks),
+        more_trials=more,
+        **{**common, "notes": notes + ((evidence,) if evidence else ())},
+    )
+
+
+def _unknown(reason: str, wanted: int, common: dict[str, Any]) -> LevelVerdict:
+    tail = f", {wanted} more asked" if wanted else ", and max_trials is reached"
+    return LevelVerdict(state=LevelState.UNKNOWN, reason=reason + tail, more_trials=wanted, **common)
+
+
+def _split(trials: Iterable[TrialResult], metric: Metric) -> tuple[list[float], list[tuple[TrialResult, str]]]:
+    """The judgeable values, and the trials left out with why."""
+    ok: list[float] = []
+    bad: list[tuple[TrialResult, str]] = []
+    for t in trials:
+        value = metric.value(t)
+        if t.invalid_reason is not None:
+            bad.append((t, t.invalid_reason))
+        elif value is None or not math.isfinite(value) or value <= 0:
+            bad.append((t, f"no {metric.label} measured"))
+        else:
+            ok.append(float(value))
+    return ok, bad
+
+
+def _why(bad: list[tuple[TrialResult, str]]) -> str:
+    return (": " + "; ".join(f"trial {t.trial}: {why}" for t, why in bad)) if bad else ""
+
+
+def _check(
+    c: int,
+    metric: Metric, limit_pct: float, base: list[float], cand: list[float], confidence: float, looks: int
+) -> CheckResult:
+    interval = log_ratio_interval(base, cand, confidence, looks=looks)
+    label = f"C={c}" if metric.name == "output_tok_s" else f"C={c} {metric.label}"
+    if interval is None:
+        return CheckResult(
+            metric.name, LevelState.UNKNOWN, limit_pct, None,
+            f"{label}: one trial a side gives no estimate of the noise",
+        )
+    limit = limit_pct / 100
+    if metric.higher_is_better:
+        passed = interval.low > -limit
+        failed = interval.high < 0 and interval.change < -limit
+        signed_limit = f"−{limit_pct:g} %"
+    else:
+        passed = interval.high < limit
+        failed = interval.low > 0 and interval.change > limit
+        signed_limit = f"+{limit_pct:g} %"
+    state = LevelState.PASS if passed else LevelState.FAIL if failed else LevelState.UNKNOWN
+    text = f"{label}: {format_interval(interval)}, limit {signed_limit}"
+    if state is LevelState.FAIL:
+        text += ": regressed beyond the limit"
+    elif state is LevelState.PASS:
+        text += ": within the limit"
+    return CheckResult(metric.name, state, limit_pct, interval, text)
+
+
+def _latency_check(
+    c: int,
+    metric: Metric, limit_pct: float, base: Iterable[TrialResult], cand: Iterable[TrialResult],
+    policy: JudgePolicy, looks: int,
+) -> CheckResult | None:
+    b_ok, _ = _split(base, metric)
+    c_ok, _ = _split(cand, metric)
+    if not b_ok or not c_ok:
+        # ITL tails are left out when the client could not prove headroom: nothing to hold against.
+        return None
+    return _check(c, metric, limit_pct, b_ok, c_ok, policy.confidence, looks)
+
+
+def format_pct(x: float) -> str:
+    """A relative change as the operators write it: ``−12.4 %``, ``+0.3 %``."""
+    return f"{_signed(100 * x)} %"
+
+
+def format_interval(iv: ChangeInterval) -> str:
+    """``−12.4 % (95 % CI −14.1 … −10.6 %)``."""
+    return (
+        f"{format_pct(iv.change)} ({100 * iv.confidence:g} % CI "
+        f"{_signed(100 * iv.low)} … {_signed(100 * iv.high)} %)"
+    )
+
+
+def _signed(v: float) -> str:
+    text = f"{v:+.1f}"
+    if text in ("+0.0", "-0.0"):
+        return "±0.0"
+    return text.replace("-", "−")
+
+
+def _telemetry_note(c: int, base: Iterable[TrialResult], cand: Iterable[TrialResult]) -> str | None:
+    """GPU power and utilisation, both sides, when the change is large enough to be worth a look."""
+    parts = []
+    for attr, unit, label in (("gpu_power_w", " W", "GPU power"), ("gpu_util_pct", " %", "SM util")):
+        b = _mean_telemetry(base, attr)
+        a = _mean_telemetry(cand, attr)
+        if b and a is not None and abs(a / b - 1) >= _EVIDENCE_CHANGE:
+            parts.append(f"{label} {b:.0f}{unit} → {a:.0f}{unit} ({format_pct(a / b - 1)})")
+    if not parts:
+        return None
+    return f"C={c}: " + ", ".join(parts) + " (secondary evidence, not judged)"
+
+
+# Power and utilisation move by a few % between runs; a fifth is the kind of change that explained the
+# incidents (250 W → 125 W after the bad patch).
+_EVIDENCE_CHANGE = 0.2
+
+
+def _mean_telemetry(trials: Iterable[TrialResult], attr: str) -> float | None:
+    values = [
+        getattr(t.telemetry, attr)
+        for t in trials
+        if t.valid and t.telemetry is not None and getattr(t.telemetry, attr) is not None
+    ]
+    return sum(values) / len(values) if values else None
+
+
+def drift_check(pre: BenchResult, verify: BenchResult, policy: JudgePolicy) -> DriftVerdict:
+    """Did the restored baseline come back as it was measured before the promotion?
+
+    Only the levels the verification ran are compared. A level drifted when the difference is
+    statistically clear and beyond the policy's limit in either direction (a host that got faster
+    changed too). Unclear levels are reported, not counted as drift.
+    """
+    metric = METRICS[policy.metric]
+    levels = []
+    for lv in verify.levels:
+        before = pre.level(lv.concurrency)
+        if before is None:
+            continue
+        b_ok, _ = _split(before.trials, metric)
+        v_ok, _ = _split(lv.trials, metric)
+        c = lv.concurrency
+        iv = log_ratio_interval(b_ok, v_ok, policy.confidence) if b_ok and v_ok else None
+        limit = policy.rule_for(c).limit_pct or policy.limit_pct
+        if iv is None:
+            state, text = LevelState.UNKNOWN, f"C={c}: not enough valid trials to compare"
+        else:
+            moved = (iv.high < 0 or iv.low > 0) and abs(iv.change) > limit / 100
+            state = LevelState.FAIL if moved else LevelState.PASS
+            text = f"C={c}: restored baseline {format_interval(iv)} against before the promotion, limit ±{limit:g} %"
+        levels.append(LevelVerdict(concurrency=c, role="critical", state=state, reason=text))
+    drifted = [lv for lv in levels if lv.state is LevelState.FAIL]
+    if not levels:
+        return DriftVerdict(False, ("drift check: no level in common with the pre-promotion baseline",))
+    if drifted:
+        head = (
+            "environment drift: the restored baseline no longer performs as before the promotion, "
+            "so the candidate's result is not the candidate's alone"
+        )
+        return DriftVerdict(True, (head, *(lv.reason for lv in levels)), tuple(levels))
+    return DriftVerdict(False, ("no drift: the restored baseline performs as before the promotion",
+                                *(lv.reason for lv in levels)), tuple(levels))
+
+
+def with_drift(verdict: Verdict, drift: DriftVerdict) -> Verdict:
+    """The verdict as it stands after the rollback's verification, drift marked in its reasons."""
+    reasons = verdict.reasons + (drift.reasons if drift.drift else drift.reasons[:1])
+    return replace(verdict, drift=drift, reasons=reasons)
+
+
+def render_verdict(verdict: Verdict) -> str:
+    """The verdict as lines for a terminal or the ledger."""
+    lines = [verdict.reasons[0]] + [f"  {r}" for r in verdict.reasons[1:]]
+    lines += [f"  note: {n}" for n in verdict.notes]
+    return "\n".join(lines)

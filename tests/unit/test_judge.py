@@ -1,0 +1,270 @@
+"""The judge on hand-built sweeps: every outcome, every reason text, the interval against scipy's."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+import pytest
+from scipy import stats as scipy_stats
+
+from deployctl.benchresult import BenchResult, LevelResult, LevelTelemetry, Percentiles, TrialResult
+from deployctl.judge import LevelState, Outcome, drift_check, judge, render_verdict, with_drift
+from deployctl.policy import JudgePolicy, LevelRule
+from deployctl.stats import log_ratio_interval
+
+BASE = [1000.0, 1012.0, 991.0, 1004.0, 996.0]
+
+
+def trial(c: int, i: int, tok_s: float, *, ttft_p99: float = 1.0, invalid: str | None = None,
+          power: float | None = None) -> TrialResult:
+    p = Percentiles()
+    tel = LevelTelemetry(source="nvml", gpu_power_w=power, gpu_util_pct=None) if power is not None else None
+    return TrialResult(
+        concurrency=c, trial=i, started_at=0.0, wall_s=60.0, requests_ok=2 * c, requests_failed=0,
+        output_tokens=int(tok_s * 60), input_tokens=1000 * 2 * c, output_tok_s=tok_s, input_tok_s=0.0,
+        per_request_tok_s=Percentiles(mean=tok_s / c), ttft_s=Percentiles(p99=ttft_p99), itl_s=p, tpot_s=p,
+        e2e_s=p, invalid_reason=invalid, telemetry=tel,
+    )
+
+
+def sweep(levels: dict[int, list]) -> BenchResult:
+    out = []
+    for c, values in levels.items():
+        trials = tuple(v if isinstance(v, TrialResult) else trial(c, i + 1, v) for i, v in enumerate(values))
+        out.append(LevelResult(c, trials))
+    return BenchResult(url="http://127.0.0.1:1", model="m", input_tokens=1000, output_tokens=1000,
+                       started_at=0.0, levels=tuple(out))
+
+
+def scaled(values: list[float], factor: float) -> list[float]:
+    return [v * factor for v in values]
+
+
+REASON = re.compile(
+    r"^C=64: [−+±]\d+\.\d % \(95 % CI [−+±]\d+\.\d … [−+±]\d+\.\d %\), limit −5 %"
+)
+
+
+def test_a_clear_regression_fails_with_the_operators_sentence():
+    v = judge(sweep({64: BASE}), sweep({64: [876.0, 878.0]}), JudgePolicy())
+    assert v.outcome is Outcome.FAIL and v.more_trials == {}
+    line = v.levels[0].reason
+    assert REASON.match(line), line
+    assert line.startswith("C=64: −12.")
+    assert line.endswith(": regressed beyond the limit")
+    assert v.reasons[0] == "FAIL: C=64 regressed beyond the limit"
+    check = v.levels[0].checks[0]
+    assert check.interval.high < 0 and check.interval.change < -0.05
+    assert "pooled t on log trial values" in check.interval.test
+
+
+def test_the_incident_collapse_fails_at_the_minimum_trials():
+    # GLM-5 with the patched all-reduce fusion: 1867 → 236 tok/s (−87 %).
+    v = judge(sweep({64: scaled(BASE, 1.867)}), sweep({64: [236.0, 231.0]}), JudgePolicy())
+    assert v.outcome is Outcome.FAIL
+    assert v.levels[0].reason.startswith("C=64: −87.")
+
+
+def test_no_change_passes_when_the_interval_clears_the_limit():
+    v = judge(sweep({64: BASE}), sweep({64: [1003.0, 999.0]}), JudgePolicy())
+    assert v.outcome is Outcome.PASS and v.more_trials == {}
+    assert REASON.match(v.levels[0].reason)
+    assert v.levels[0].reason.endswith(": within the limit")
+    assert v.reasons[0] == "PASS: no critical level regressed beyond its limit"
+
+
+def test_an_unclear_level_asks_for_one_more_trial():
+    v = judge(sweep({64: BASE}), sweep({64: [960.0, 1000.0]}), JudgePolicy())
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert v.more_trials == {64: 1} and not v.final
+    assert v.levels[0].state is LevelState.UNKNOWN
+    assert v.levels[0].reason.endswith("; unclear after 2 trials, 1 more asked")
+    assert v.reasons[0] == "INCONCLUSIVE so far: more candidate trials needed (C=64 +1)"
+
+
+def test_unclear_after_the_budget_is_a_final_inconclusive():
+    cand = [930.0, 1010.0, 960.0, 990.0, 945.0]
+    v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
+    assert v.outcome is Outcome.INCONCLUSIVE and v.final
+    assert v.levels[0].reason.endswith("; still unclear after 5 trials (max_trials 5 reached)")
+    assert v.reasons[0] == "INCONCLUSIVE: C=64 still unclear with the trial budget spent"
+
+
+def test_fewer_than_min_trials_asks_for_the_rest():
+    v = judge(sweep({64: BASE}), sweep({64: [1000.0]}), JudgePolicy(min_trials=3))
+    assert v.more_trials == {64: 2}
+    assert v.levels[0].reason == "C=64: 1 valid candidate trial(s), the policy wants 3, 2 more asked"
+
+
+def test_a_level_missing_on_the_candidate_is_asked_for():
+    v = judge(sweep({1: BASE, 64: BASE}), sweep({1: [1001.0, 999.0]}), JudgePolicy())
+    assert v.more_trials == {64: 2}
+
+
+def test_invalid_trials_are_not_judged_and_a_level_without_valid_ones_is_invalid():
+    bad = [trial(64, 1, 500.0, invalid="client was the limit: the load client used 97% of a CPU core"),
+           trial(64, 2, 500.0, invalid="failures: 9 of 128 requests failed")]
+    v = judge(sweep({64: BASE}), sweep({64: bad}), JudgePolicy())
+    assert v.outcome is Outcome.INVALID and v.more_trials == {}
+    assert v.levels[0].reason == (
+        "C=64: no valid candidate trial: trial 1: client was the limit: the load client used 97% of a CPU "
+        "core; trial 2: failures: 9 of 128 requests failed"
+    )
+    assert v.reasons[0] == "INVALID: C=64 cannot be judged"
+
+
+def test_no_valid_baseline_is_invalid():
+    base = [trial(16, 1, 900.0, invalid="interrupted: stopped after 3 of 32 requests")]
+    v = judge(sweep({16: base}), sweep({16: [900.0, 901.0]}), JudgePolicy())
+    assert v.outcome is Outcome.INVALID
+    assert v.levels[0].reason == "C=16: no valid baseline trial: trial 1: interrupted: stopped after 3 of 32 requests"
+
+
+def test_one_invalid_trial_among_valid_ones_is_noted_and_counts_against_the_budget():
+    cand = [trial(64, 1, 1001.0), trial(64, 2, 10.0, invalid="no requests completed"), trial(64, 3, 999.0)]
+    v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
+    lv = v.levels[0]
+    assert lv.candidate_trials == 2 and lv.candidate_trials_run == 3
+    assert "C=64: candidate trial 2 not judged: no requests completed" in v.notes
+
+
+def test_levels_combine_worst_first_and_a_fail_stops_the_asking():
+    v = judge(sweep({16: BASE, 64: BASE}), sweep({16: [960.0, 1000.0], 64: [700.0, 705.0]}), JudgePolicy())
+    assert v.outcome is Outcome.FAIL and v.more_trials == {}
+    assert v.reasons[1].startswith("C=64: −29.8 %")  # the failing level first
+    assert v.reasons[2].startswith("C=16: ")
+
+
+def test_invalid_outranks_unknown_but_not_fail():
+    bad = [trial(1, 1, 100.0, invalid="no requests completed")]
+    v = judge(sweep({1: BASE, 64: BASE}), sweep({1: bad, 64: [960.0, 1000.0]}), JudgePolicy())
+    assert v.outcome is Outcome.INVALID
+    v = judge(sweep({1: BASE, 64: BASE}), sweep({1: bad, 64: [700.0, 702.0]}), JudgePolicy())
+    assert v.outcome is Outcome.FAIL
+
+
+def test_an_advisory_level_is_reported_but_never_decides():
+    policy = JudgePolicy(levels={1: LevelRule(role="advisory")})
+    v = judge(sweep({1: BASE, 64: BASE}), sweep({1: [700.0, 702.0], 64: [1001.0, 1000.0]}), policy)
+    assert v.outcome is Outcome.PASS
+    assert any(r.startswith("advisory C=1: −29.") and r.endswith("regressed beyond the limit") for r in v.reasons)
+
+
+def test_a_per_level_limit_is_used_and_shown():
+    policy = JudgePolicy(levels={64: LevelRule(limit_pct=15)})
+    v = judge(sweep({64: BASE}), sweep({64: [880.0, 884.0]}), policy)
+    assert v.outcome is Outcome.PASS
+    assert ", limit −15 %: within the limit" in v.levels[0].reason
+
+
+def test_a_latency_limit_fails_a_level_on_ttft():
+    base = [trial(64, i + 1, v, ttft_p99=2.0 + 0.01 * i) for i, v in enumerate(BASE)]
+    cand = [trial(64, i + 1, v, ttft_p99=3.0 + 0.01 * i) for i, v in enumerate([1001.0, 999.0])]
+    v = judge(sweep({64: base}), sweep({64: cand}), JudgePolicy(ttft_p99_limit_pct=10))
+    assert v.outcome is Outcome.FAIL
+    ttft = [ch for ch in v.levels[0].checks if ch.metric == "ttft_p99_s"][0]
+    assert ttft.state is LevelState.FAIL
+    assert re.search(r"C=64 TTFT p99: \+4\d\.\d % \(95 % CI \+\d+\.\d … \+\d+\.\d %\), limit \+10 %: "
+                     r"regressed beyond the limit", v.levels[0].reason)
+
+
+def test_a_latency_limit_without_latency_data_is_skipped():
+    base = [trial(64, i + 1, v, ttft_p99=None) for i, v in enumerate(BASE)]  # type: ignore[arg-type]
+    v = judge(sweep({64: base}), sweep({64: [1001.0, 999.0]}), JudgePolicy(itl_p99_limit_pct=10, ttft_p99_limit_pct=10))
+    assert v.outcome is Outcome.PASS and len(v.levels[0].checks) == 1
+
+
+def test_another_metric_is_named_in_the_reason():
+    v = judge(sweep({4: BASE}), sweep({4: [870.0, 872.0]}), JudgePolicy(metric="per_request_tok_s"))
+    assert v.outcome is Outcome.FAIL
+    assert v.levels[0].reason.startswith("C=4 per-request tok/s: −13.0 %")
+
+
+def test_power_is_shown_as_secondary_evidence_only():
+    base = [trial(64, i + 1, v, power=250.0) for i, v in enumerate(BASE)]
+    cand = [trial(64, i + 1, v, power=125.0) for i, v in enumerate([1001.0, 999.0])]
+    v = judge(sweep({64: base}), sweep({64: cand}), JudgePolicy())
+    assert v.outcome is Outcome.PASS
+    assert "C=64: GPU power 250 W → 125 W (−50.0 %) (secondary evidence, not judged)" in v.notes
+    assert "note: C=64: GPU power" in render_verdict(v)
+
+
+def test_levels_only_on_the_candidate_are_noted_not_judged():
+    v = judge(sweep({64: BASE}), sweep({64: [1001.0, 999.0], 128: [5.0, 5.0]}), JudgePolicy())
+    assert v.outcome is Outcome.PASS
+    assert "C=128: measured on the candidate only, not judged (no baseline)" in v.notes
+
+
+def test_an_empty_baseline_is_invalid():
+    v = judge(sweep({}), sweep({64: [1.0, 1.0]}), JudgePolicy())
+    assert v.outcome is Outcome.INVALID
+    assert v.reasons == ("the baseline has no levels: nothing to judge",)
+
+
+def test_verdict_round_trips_to_plain_json():
+    import json
+
+    v = judge(sweep({64: BASE}), sweep({64: [960.0, 1000.0]}), JudgePolicy())
+    data = json.loads(json.dumps(v.to_dict()))
+    assert data["outcome"] == "INCONCLUSIVE" and data["more_trials"] == {"64": 1}
+
+
+@pytest.mark.parametrize("base,cand", [(BASE, [876.0, 878.0]), ([1.0, 1.1, 0.95], [1.2, 1.3, 1.25, 1.22])])
+def test_the_interval_is_scipys_pooled_t_interval_on_logs(base, cand):
+    iv = log_ratio_interval(base, cand, 0.95)
+    ref = scipy_stats.ttest_ind([math.log(v) for v in cand], [math.log(v) for v in base], equal_var=True)
+    lo, hi = ref.confidence_interval(0.95)
+    assert iv.low == pytest.approx(math.expm1(lo)) and iv.high == pytest.approx(math.expm1(hi))
+    assert iv.df == len(base) + len(cand) - 2
+
+
+def test_more_looks_widen_the_interval_and_say_so():
+    one = log_ratio_interval(BASE, [960.0, 1000.0], 0.95)
+    four = log_ratio_interval(BASE, [960.0, 1000.0], 0.95, looks=4)
+    assert four.low < one.low and four.high > one.high
+    assert four.test.endswith("Bonferroni over 4 looks")
+
+
+def test_one_trial_a_side_gives_no_interval():
+    assert log_ratio_interval([1.0], [1.0], 0.95) is None
+    with pytest.raises(ValueError):
+        log_ratio_interval([0.0, 1.0], [1.0], 0.95)
+
+
+def test_no_noise_estimate_asks_for_more():
+    v = judge(sweep({64: [1000.0]}), sweep({64: [1000.0]}), JudgePolicy(min_trials=1))
+    assert v.outcome is Outcome.INCONCLUSIVE and v.more_trials == {64: 1}
+    assert v.levels[0].reason.startswith("C=64: one trial a side gives no estimate of the noise")
+
+
+def test_drift_is_marked_when_the_restored_baseline_moved():
+    pre = sweep({1: BASE, 16: BASE})
+    verify = sweep({1: [800.0], 16: [805.0]})
+    d = drift_check(pre, verify, JudgePolicy())
+    assert d.drift
+    assert d.reasons[0].startswith("environment drift:")
+    assert d.reasons[1].startswith("C=1: restored baseline −20.")
+    failed = judge(pre, sweep({1: [700.0, 701.0], 16: [700.0, 702.0]}), JudgePolicy())
+    marked = with_drift(failed, d)
+    assert marked.drift is d and marked.outcome is Outcome.FAIL
+    assert any(r.startswith("environment drift:") for r in marked.reasons)
+
+
+def test_no_drift_when_the_restored_baseline_is_as_before():
+    d = drift_check(sweep({1: BASE, 16: BASE}), sweep({1: [1003.0], 16: [998.0]}), JudgePolicy())
+    assert not d.drift
+    assert d.reasons[0] == "no drift: the restored baseline performs as before the promotion"
+    assert d.reasons[1].endswith("limit ±5 %")
+
+
+def test_drift_without_common_levels_says_so():
+    d = drift_check(sweep({1: BASE}), sweep({64: [1.0]}), JudgePolicy())
+    assert not d.drift and "no level in common" in d.reasons[0]
+
+
+def test_zero_throughput_trial_is_left_out():
+    cand = [replace(trial(64, 1, 1.0), output_tok_s=0.0), trial(64, 2, 1000.0), trial(64, 3, 1001.0)]
+    v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
+    assert "C=64: candidate trial 1 not judged: no output tok/s measured" in v.notes
