@@ -308,6 +308,8 @@ class StartupParser:
         self._summary: SchedulerSummary | None = None
         self._kv: KvCache | None = None
         self._kv_dtype: str | None = None
+        self._kv_rank: int | None = None
+        self._weights_rank: int | None = None
         self._mamba: int | None = None
         self._model_class: str | None = None
         self._weights_gb: float | None = None
@@ -506,12 +508,14 @@ class StartupParser:
             self._version_cues.append(("0.4.10.post2", "'Load weight end.' without elapsed= (0.4.x/0.5.8)"))
         elif match.group(4):
             self._version_cues.append(("0.5.9", "'Load weight end.' with elapsed= and dtype= (0.5.9)"))
-        if self._model_class is None and _tp(rank) == 0:
+        # The first rank's figures, replaced by TP0's (a node-1 log of a multi-node run has no TP0).
+        if self._model_class is None or (_tp(rank) == 0 and self._weights_rank != 0):
             self._model_class = match.group(3)
             self._weights_gb = float(match.group(5))
+            self._weights_rank = _tp(rank)
 
     def _on_kv(self, msg: str, rank: Rank | None) -> None:
-        if self._kv is not None or _tp(rank) != 0:
+        if self._kv is not None and (_tp(rank) != 0 or self._kv_rank == 0):
             return
         match = _KV_RE.search(msg)
         if not match:
@@ -521,6 +525,7 @@ class StartupParser:
             self._version_cues.append(("0.5.23", "'KV Cache is allocated. dtype:' (0.5.23)"))
         self._kv = KvCache(int(tokens), dtype=dtype, k_gb=float(k) if k else None,
                            v_gb=float(v) if v else None, kv_gb=float(kv) if kv else None)
+        self._kv_rank = _tp(rank)
 
     def _on_capture(self, msg: str, rank: Rank | None, rec: Record) -> None:
         match = _CAPTURE_RE.match(msg)
@@ -772,7 +777,7 @@ class StartupParser:
 
     def _cuda_graph(self, failure: _Failure | None) -> CudaGraph:
         args = self._server_args or {}
-        sizes = tuple(self._capture_bs.get("target_decode", ()))
+        sizes = tuple(sorted(set(self._capture_bs.get("target_decode", ())), reverse=True))
         seconds = self._capture_seconds.get("target_decode")
         draft = "draft_decode" in self._capture_ended
         if "target_decode" in self._capture_ended:

@@ -28,7 +28,7 @@ FAILURE_KINDS = (
 # A later, more specific cause replaces an earlier generic one; otherwise the first cause stands.
 GENERIC_KINDS = frozenset({"exception", "rank_died", "crashed"})
 
-EXCEPTION_LINE_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure))(?::\s?(.*))?$")
+EXCEPTION_LINE_RE = re.compile(r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Failure))(?::\s?(.*))?$")
 ARGPARSE_ERROR_RE = re.compile(r"^(launch_server\.py|sglang serve|sglang|[\w.\-]+\.py): error: (.*)$")
 UNRECOGNIZED_RE = re.compile(r"unrecognized arguments: (.*)$")
 RANK_DIED_RE = re.compile(r"Rank (\d+) scheduler (?:died during initialization|is dead)")

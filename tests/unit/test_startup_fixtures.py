@@ -67,7 +67,8 @@ def test_scheduler_summary(case: tuple[dict, StartupReport]) -> None:
     for key, value in summary.items():
         assert getattr(report.scheduler, key) == value, key
     assert report.max_running_requests == expect["effective_max_running_requests"]
-    assert report.configured_max_running_requests == expect["server_args"]["max_running_requests"]
+    if "max_running_requests" in (expect.get("server_args") or {}):
+        assert report.configured_max_running_requests == expect["server_args"]["max_running_requests"]
     assert report.max_total_num_tokens == summary["max_total_num_tokens"]
     assert report.context_len == summary["context_len"]
 
@@ -78,10 +79,12 @@ def test_cuda_graphs(case: tuple[dict, StartupReport]) -> None:
     assert report.piecewise_cuda_graph.state == expect["piecewise_cuda_graph"]["state"]
     if "auto_set" in expect["piecewise_cuda_graph"]:
         assert report.piecewise_cuda_graph.auto_set == expect["piecewise_cuda_graph"]["auto_set"]
+    if "batch_sizes" in expect["cuda_graph"]:
+        assert list(report.cuda_graph.batch_sizes) == expect["cuda_graph"]["batch_sizes"]
     if report.cuda_graph.state == "captured":
         sizes = report.cuda_graph.batch_sizes
-        assert sizes and list(sizes) == sorted(sizes, reverse=True)
-        if report.max_running_requests is not None:
+        assert list(sizes) == sorted(sizes, reverse=True)
+        if sizes and report.max_running_requests is not None:
             assert max(sizes) <= max(report.max_running_requests, 1) * 4  # bs is clipped to the pool
 
 
@@ -113,6 +116,18 @@ def test_http_and_warmup(case: tuple[dict, StartupReport]) -> None:
         assert report.phase == "ready"
         assert [p.name for p in report.phases][-1] == "ready"
         assert report.total_seconds and report.total_seconds > 0
+
+
+def test_phase_and_ranks(case: tuple[dict, StartupReport]) -> None:
+    expect, report = case
+    if "phase" in expect:
+        assert report.phase == expect["phase"]
+    if "tp_ranks" in expect:
+        assert list(report.tp_ranks) == expect["tp_ranks"]
+    if "ranks" in expect:
+        assert list(report.ranks) == expect["ranks"]
+    if "deprecated_flags" in expect:
+        assert [flag for d in report.deprecations for flag in d.flags] == expect["deprecated_flags"]
 
 
 def test_version(case: tuple[dict, StartupReport]) -> None:
