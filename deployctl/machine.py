@@ -76,6 +76,9 @@ class Limits:
     rollback_attempts: int = 2
     keep_when_inconclusive: bool = False
     preflight: bool = True
+    # False for a rollback to an earlier release: no baseline, gates, benchmark or judge — install,
+    # restart, keep if it comes up, else restore what was live.
+    evaluate: bool = True
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,18 @@ def _plan(state: State, outcome: Outcome) -> State:
     assert isinstance(outcome, Planned)
     if outcome.unchanged:
         return _finish(state, Result.UNCHANGED, ("the candidate renders to the unit already installed",))
+    if not state.limits.evaluate:
+        return replace(state, phase=Phase.INSTALL)
     return replace(state, phase=Phase.PREFLIGHT if state.limits.preflight else Phase.BASELINE)
+
+
+def _restart(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Succeeded, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return _reject(state, outcome.reasons)
+    if not state.limits.evaluate:
+        return replace(state, phase=Phase.KEEP, result=Result.KEPT, done=state.done + outcome.notes)
+    return replace(state, phase=Phase.STARTUP, done=state.done + outcome.notes)
 
 
 Step = Callable[[State, Outcome], State]
@@ -404,7 +418,7 @@ _STEPS: dict[Phase, Step] = {
     Phase.PREFLIGHT: _simple(Phase.BASELINE, _refuse),
     Phase.BASELINE: _simple(Phase.INSTALL, _refuse),
     Phase.INSTALL: _simple(Phase.RESTART, _reject),
-    Phase.RESTART: _simple(Phase.STARTUP, _reject),
+    Phase.RESTART: _restart,
     Phase.STARTUP: _simple(Phase.BENCH, _reject),
     Phase.BENCH: _bench,
     Phase.JUDGE: _judge,

@@ -98,9 +98,12 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     return lines
 
 
-def outcome_lines(out: PromoteOutcome) -> list[str]:
+def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
+    """The story of a promote (or, with ``heading``, of a rollback, whose plan has no policy to show)."""
     ev, state = out.evidence, out.state
-    lines = plan_lines(out.plan, restart=False)
+    lines = [heading] if heading else plan_lines(out.plan, restart=False)
+    if ev.preflight is not None:
+        lines += [f"pre-flight warning: {w}" for w in ev.preflight.warnings]
     if ev.baseline_reused_from is not None:
         lines.append(f"  baseline: reused the measurement of release {ev.baseline_reused_from}")
     if ev.start_failure is not None:
@@ -150,6 +153,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "profile_diff": list(out.plan.profile_diff),
         "startup_diff": list(ev.startup_diff),
         "gate_failures": list(ev.gate_failures),
+        "preflight": {"errors": list(ev.preflight.errors), "warnings": list(ev.preflight.warnings)} if ev.preflight else None,
         "verdict": ev.judge.outcome if ev.judge else None,
         "levels": [vars(r) for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,

@@ -306,7 +306,7 @@ class Runner:
         self.evidence.preflight = result
         if result.errors:
             return m.Failed(tuple(f"pre-flight: {e}" for e in result.errors))
-        return m.Succeeded(tuple(f"pre-flight warning: {w}" for w in result.warnings))
+        return m.Succeeded()
 
     async def _do_MeasureBaseline(self, action: m.MeasureBaseline) -> m.Outcome:
         report = await self.a.startup.live_report(self.plan.unit_name)

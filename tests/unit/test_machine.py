@@ -183,3 +183,15 @@ def test_wrong_outcome_is_a_bug():
         m.advance(m.State(phase=m.Phase.DONE, result=m.Result.KEPT), OK)
     with pytest.raises(ValueError):
         m.advance(m.State(phase=m.Phase.JUDGE), m.Judged("MAYBE"))
+
+
+def test_rollback_to_a_release_skips_evaluation():
+    limits = m.Limits(evaluate=False)
+    state, actions = drive([m.Planned(), OK, OK, OK], limits=limits)
+    assert actions == ["MakePlan", "InstallTrial", "RestartCandidate", "KeepCandidate"]
+    assert state.result is m.Result.KEPT and state.phase is m.Phase.DONE
+
+
+def test_rollback_to_a_release_that_does_not_start_restores_what_was_live():
+    state, actions = drive([m.Planned(), OK, m.Failed(("crashed",)), OK, m.Verified(True)], limits=m.Limits(evaluate=False))
+    assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"] and state.result is m.Result.REJECTED

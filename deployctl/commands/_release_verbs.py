@@ -1,0 +1,123 @@
+"""What the release verbs (promote, rollback, abort, history, show, demo) share: arguments, the site, the
+ledger, the lock, adoption of the installed unit, and recovery before anything else.
+
+Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.lock import DeploymentLock
+from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.errors import Busy
+from deployctl.live_adapters import Site, live_adapters, make_site
+from deployctl.policy import Policy
+from deployctl.recovery import recover, recovery_plan
+from deployctl.runner import Adapters, Progress
+
+
+def add_state_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", metavar="DIR", default=None,
+        help="where the ledger and locks live (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)",
+    )
+
+
+def add_site_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-d", "--deployment", metavar="NAME", default=None,
+                        help="the deployment (optional when the inventory has only one)")
+    add_inventory_argument(parser)
+    add_state_dir_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def state_dir(args: argparse.Namespace) -> Path:
+    return resolve_state_dir(getattr(args, "state_dir", None), os.environ)
+
+
+def site_from_args(args: argparse.Namespace) -> Site:
+    return make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+
+
+def who() -> str:
+    return who_from_env(os.environ, sys.stdin.isatty())
+
+
+def limits(policy: Policy, *, preflight: bool = True) -> m.Limits:
+    # Each round adds at least one trial, so this many rounds always reach the judge's max_trials.
+    rounds = policy.judge.max_trials - policy.judge.min_trials + 1
+    return m.Limits(bench_rounds=rounds, keep_when_inconclusive=policy.judge.inconclusive == "keep_candidate",
+                    preflight=preflight)
+
+
+@contextmanager
+def locked(site: Site, verb: str) -> Iterator[DeploymentLock]:
+    """Hold the deployment's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it."""
+    lock = DeploymentLock(site.state_dir, site.name)
+    lock.acquire(verb, who())
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def adopt_installed(ledger: Ledger, site: Site) -> int | None:
+    """The live release of the installed known-good unit, recorded as "adopted" if the ledger lacks it."""
+    known = site.unit_files().known_good(site.unit)
+    if known is None:
+        return None
+    digest = unit_sha256(known.text)
+    live = ledger.live_release(site.name)
+    if live is not None and live.unit_hash == digest:
+        return live.id
+    same = ledger.release_with_hash(site.name, digest)
+    if same is not None:
+        ledger.mark_live(same.id)
+        return same.id
+    return ledger.begin_release(
+        deployment=site.name, kind="adopted", unit_name=site.unit, unit_text=known.text, unit_hash=digest,
+        who=who(), profile=known.profile, host=site.host, finished=True, live=True, result="adopted",
+    )
+
+
+async def recover_first(ledger: Ledger, site: Site, adapters: Adapters, verb: str) -> list[str]:
+    """Resume any promote of this deployment a dead controller left unfinished (the lock is held)."""
+    if not ledger.unfinished(site.name):
+        return []
+    return await recover(ledger, site.name, adapters,
+                         lambda release: recovery_plan(ledger, release, site.known_good_plan()), verb)
+
+
+def say(lines: list[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list[str]:
+    """For verbs outside this family (``status``): recover if a dead controller left work, else nothing.
+
+    Returns the lines to show. When another live process holds the lock, it is not dead: nothing to do.
+    """
+    with Ledger.open(site.state_dir) as ledger:
+        if not ledger.unfinished(site.name):
+            return []
+        try:
+            with locked(site, verb):
+                return asyncio.run(_recover_with_adapters(ledger, site, verb, progress))
+        except Busy:
+            return []
+
+
+async def _recover_with_adapters(ledger: Ledger, site: Site, verb: str, progress: Progress | None) -> list[str]:
+    async with live_adapters(site, None, progress) as adapters:
+        return await recover_first(ledger, site, adapters, verb)

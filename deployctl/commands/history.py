@@ -1,0 +1,38 @@
+"""deployctl history: the releases of a deployment, newest first, from the ledger."""
+
+from __future__ import annotations
+
+import argparse
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
+from deployctl.report import emit, emit_json, history_lines
+
+NAME = "history"
+HELP = "list the releases (promotes, rollbacks, adoptions) recorded in the ledger"
+DESCRIPTION = """\
+One line per release, newest first: id, when, deployment, kind, profile, result, unit hash, who.
+The live release is marked with *. `deployctl show ID` prints the whole evidence of one.
+
+examples:
+  deployctl history                 # every deployment on this host
+  deployctl history -d glm5 -n 5
+  deployctl history --json
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-d", "--deployment", metavar="NAME", default=None, help="only this deployment")
+    parser.add_argument("-n", "--limit", type=int, default=20, help="how many releases (default 20)")
+    add_state_dir_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the releases as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    with Ledger.open(state_dir(args)) as ledger:
+        releases = ledger.history(args.deployment, args.limit)
+    if args.json:
+        emit_json([{k: v for k, v in r.to_dict().items() if k != "unit_text"} for r in releases])
+    else:
+        emit(history_lines(releases))
+    return 0

@@ -1,0 +1,122 @@
+"""deployctl promote: try a profile on the live server; keep it only if the evidence says so."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.lock import DeploymentLock
+from deployctl.commands._release_verbs import (
+    adopt_installed,
+    add_site_arguments,
+    limits,
+    locked,
+    recover_first,
+    say,
+    site_from_args,
+    who,
+)
+from deployctl.live_adapters import Site, live_adapters
+from deployctl.report import TerminalProgress, emit, emit_json, level_rows, outcome_json, outcome_lines, plan_lines
+from deployctl.runner import PromoteOutcome, Runner
+
+NAME = "promote"
+HELP = "try a profile on the live server: benchmark, judge, keep it or roll back"
+DESCRIPTION = """\
+Promote PROFILE on DEPLOYMENT: pre-flight checks, measure the live release (the baseline), install the
+candidate as a trial (it lives in /run until kept, so a reboot comes back on the known-good unit),
+restart, read the startup log (startup gates), benchmark, judge against the baseline, then keep it, or
+roll back to the known-good unit and verify it. Every step is written to the ledger before it happens;
+a controller killed at any point is recovered by the next deployctl command on that deployment.
+
+exit codes: 0 kept (or nothing to change) · 2 bad input · 3 refused by pre-flight · 4 busy ·
+            10 rejected and rolled back · 11 inconclusive, baseline kept · 12 rollback failed · 130 aborted
+
+examples:
+  deployctl promote candidate                      # the only deployment of the inventory
+  deployctl promote candidate -d glm5 --dry-run    # the diff, what would restart, the policy
+  deployctl promote candidate -d qwen35 --json     # the whole result as JSON (for scripts)
+  deployctl abort -d glm5                          # from another terminal: stop it and roll back
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate")
+    add_site_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
+
+
+def run(args: argparse.Namespace) -> int:
+    site = site_from_args(args)
+    if args.dry_run:
+        plan = site.plan(args.profile)
+        if args.json:
+            emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
+                       "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
+                       "would_restart": [] if plan.unchanged else [plan.unit_name],
+                       "policy": plan.policy.model_dump(mode="json")})
+        else:
+            emit(plan_lines(plan))
+        return 0
+    with locked(site, NAME) as lock:
+        out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
+                                  quiet=args.json))
+    if args.json:
+        emit_json(outcome_json(out))
+    else:
+        ev = out.evidence
+        emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+    return out.exit_code
+
+
+async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
+                  quiet: bool = False) -> PromoteOutcome:
+    """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
+    progress = TerminalProgress()
+    with Ledger.open(site.state_dir) as ledger:
+        async with live_adapters(site, profile, progress, preflight=preflight) as adapters:
+            say(await recover_first(ledger, site, adapters, NAME))
+            plan = site.plan(profile)
+            previous = adopt_installed(ledger, site)
+            release_id = ledger.begin_release(
+                deployment=site.name, kind="promote", profile=profile, unit_name=plan.unit_name,
+                unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), flags=plan.flags,
+                env=plan.env, host=site.host, pid=os.getpid(), previous_id=previous,
+            )
+            runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous)
+            _abort_on_signals(runner, lock)
+            return await runner.run(m.start(limits(site.policy, preflight=preflight)))
+
+
+def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:
+    loop = asyncio.get_running_loop()
+
+    def abort(signame: str) -> None:
+        requested = abort_request(lock)
+        runner.request_abort(requested or f"interrupted ({signame})")
+        print(f"\n{signame}: stopping the promote and rolling back", file=sys.stderr)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, abort, sig.name)
+
+
+def abort_request_path(lock: DeploymentLock) -> Path:
+    return lock.path.with_suffix(".abort")
+
+
+def abort_request(lock: DeploymentLock) -> str | None:
+    """The reason ``deployctl abort`` left next to the lock, if it was that and not a plain signal."""
+    path = abort_request_path(lock)
+    try:
+        text = path.read_text().strip()
+        path.unlink()
+    except OSError:
+        return None
+    return text or None

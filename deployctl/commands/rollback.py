@@ -1,0 +1,109 @@
+"""deployctl rollback: put an earlier release back (by default the one the live release replaced)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from deployctl import machine as m
+from deployctl.adapters.ledger import Ledger, Release
+from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.commands._release_verbs import adopt_installed, add_site_arguments, locked, recover_first, say, site_from_args, who
+from deployctl.errors import InputError
+from deployctl.live_adapters import Site, live_adapters
+from deployctl.report import TerminalProgress, emit, emit_json, outcome_json, outcome_lines
+from deployctl.runner import Plan, PromoteOutcome, Runner
+
+NAME = "rollback"
+HELP = "put an earlier release back (default: the one the live release replaced)"
+DESCRIPTION = """\
+Reinstall an earlier release's unit (as a trial first), restart it, wait until it is ready (log line or
+/health), then persist it. No baseline, gates or judge: a rollback is about getting back, fast. If the release asked for does not
+come up, the unit that was live is restored (exit 10). A promote left unfinished by a dead controller
+is recovered first.
+
+examples:
+  deployctl rollback -d glm5            # back to what the live release replaced
+  deployctl rollback -d glm5 --to 12    # back to release 12 (see `deployctl history -d glm5`)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--to", metavar="RELEASE", type=int, default=None, help="the release id to put back")
+    add_site_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    site = site_from_args(args)
+    with locked(site, NAME):
+        result = asyncio.run(_rollback(site, args.to))
+    if isinstance(result, list):
+        emit_json({"result": "nothing", "said": result}) if args.json else emit(result)
+        return 0
+    if args.json:
+        emit_json(outcome_json(result))
+    else:
+        emit(outcome_lines(result, heading=f"rollback {site.name} to {result.plan.profile}"))
+    return result.exit_code
+
+
+async def _rollback(site: Site, to: int | None) -> PromoteOutcome | list[str]:
+    with Ledger.open(site.state_dir) as ledger:
+        async with live_adapters(site, None, TerminalProgress()) as adapters:
+            recovered = await recover_first(ledger, site, adapters, NAME)
+            say(recovered)
+            if recovered and to is None:
+                return ["the unfinished promote was rolled back; nothing more to do"]
+            live_id = adopt_installed(ledger, site)
+            if live_id is None:
+                raise InputError(f"{site.unit} is not installed: nothing to roll back")
+            live = ledger.get(live_id)
+            target = _target(ledger, site, live, to)
+            if target.unit_hash == live.unit_hash:
+                return [f"release {target.id} is what runs already (release {live.id}): nothing to do"]
+            known = site.unit_files().known_good(site.unit)
+            assert known is not None
+            plan = Plan(deployment=site.name, profile=f"release {target.id} ({target.profile or 'unnamed'})",
+                        unit_name=site.unit, candidate_text=_text_of(site, target), candidate_hash=target.unit_hash,
+                        known_good_text=known.text, known_good_hash=unit_sha256(known.text), url=site.url,
+                        policy=site.policy, host=site.host)
+            release_id = ledger.begin_release(
+                deployment=site.name, kind="rollback", profile=target.profile, unit_name=site.unit,
+                unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), host=site.host,
+                pid=os.getpid(), previous_id=live_id,
+            )
+            runner = Runner(ledger, adapters, plan, release_id, previous_release_id=live_id)
+            return await runner.run(m.start(m.Limits(evaluate=False)))
+
+
+def _target(ledger: Ledger, site: Site, live: Release, to: int | None) -> Release:
+    if to is not None:
+        target = ledger.get(to)
+        if target.deployment != site.name:
+            raise InputError(f"release {to} belongs to {target.deployment}, not {site.name}")
+        return target
+    if live.previous_id is None:
+        raise InputError(f"release {live.id} is live and replaced nothing deployctl recorded",
+                         hint=f"pick one with --to (see `deployctl history -d {site.name}`)")
+    return ledger.get(live.previous_id)
+
+
+def _text_of(site: Site, release: Release) -> str:
+    """The release's unit text; a redacted one is re-rendered from the inventory if that gives the same hash."""
+    if not release.redacted:
+        return release.unit_text
+    for text in (_rendered(site, release.profile), site.unit_files().previous(site.unit)):
+        if text and unit_sha256(text) == release.unit_hash:
+            return text
+    raise InputError(
+        f"release {release.id}'s unit held secrets, so the ledger keeps it redacted, and neither the inventory's"
+        f" {release.profile!r} profile nor the unit backup renders the same unit any more",
+        hint="move secrets to the deployment's environment_file, or reinstall that configuration with `deployctl promote`",
+    )
+
+
+def _rendered(site: Site, profile: str | None) -> str | None:
+    if not profile or profile not in site.deployment.profiles:
+        return None
+    return site.render(profile).text

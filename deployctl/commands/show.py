@@ -1,0 +1,39 @@
+"""deployctl show: the whole evidence of one release."""
+
+from __future__ import annotations
+
+import argparse
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
+from deployctl.report import emit, emit_json, release_lines
+
+NAME = "show"
+HELP = "print one release: who, when, unit, startup facts, benchmark table, verdict and reasons"
+DESCRIPTION = """\
+Everything the ledger holds about RELEASE: who promoted what and when, the unit text (secrets redacted),
+the startup facts of baseline and candidate, the benchmark table, the verdict and its reasons, the result.
+--json adds every step (intent before outcome) and the raw benchmark samples.
+
+examples:
+  deployctl show 12
+  deployctl show 12 --json | jq '.benchmarks[0].result.levels'
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("release", metavar="RELEASE", type=int, help="a release id from `deployctl history`")
+    add_state_dir_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the release, its steps and raw samples as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    with Ledger.open(state_dir(args)) as ledger:
+        release = ledger.get(args.release)
+        benches = ledger.benches(release.id)
+        events = ledger.events(release.id)
+    if args.json:
+        emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [vars(b) for b in benches]})
+    else:
+        emit(release_lines(release, benches))
+    return 0

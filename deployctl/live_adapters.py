@@ -1,0 +1,377 @@
+"""The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, load
+engine, judge, gates, pre-flight. Each class is a thin translation into the runner's plain values; the
+modules' own APIs stay theirs.
+
+``Site`` gathers what every promote-family verb needs about one deployment: the inventory, the policy,
+the URL, where systemd and the unit files are (``deployctl.restart.Endpoint``: the host's, or a sandbox's
+via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from statistics import mean
+from typing import Any, AsyncIterator, Mapping, Sequence
+
+from deployctl.adapters.journal import Journal
+from deployctl.adapters.systemd import Systemd
+from deployctl.adapters.unitfiles import UnitFiles, unit_sha256
+from deployctl.benchresult import BenchResult
+from deployctl.errors import InputError, SystemdError
+from deployctl.inventory import Deployment, Inventory, deployment_policy, resolve_profile
+from deployctl.policy import Policy
+from deployctl.render import RenderedUnit, render_unit
+from deployctl.restart import Endpoint, http_health_probe, restart_and_wait
+from deployctl.runner import (
+    Adapters,
+    DriftResult,
+    GateResult,
+    JudgeResult,
+    LevelRow,
+    Plan,
+    PreflightResult,
+    Progress,
+    QuietProgress,
+    StartOutcome,
+)
+from deployctl.startup import StartupReport, parse_lines
+
+
+@dataclass(frozen=True)
+class Site:
+    inv: Inventory
+    deployment: Deployment
+    policy: Policy
+    endpoint: Endpoint
+    state_dir: Path
+    default_python: str = sys.executable
+
+    @property
+    def name(self) -> str:
+        return self.deployment.name
+
+    @property
+    def unit(self) -> str:
+        return self.deployment.unit
+
+    @property
+    def url(self) -> str:
+        address = "127.0.0.1" if self.inv.host_of(self.deployment).simulated else self.inv.host_of(self.deployment).address
+        return f"http://{address}:{self.deployment.port}"
+
+    @property
+    def host(self) -> str:
+        return self.deployment.host
+
+    def unit_files(self) -> UnitFiles:
+        return self.endpoint.unit_files()
+
+    def render(self, profile: str) -> RenderedUnit:
+        return render_unit(self.inv, self.deployment, profile, default_python=self.default_python)
+
+    def plan(self, profile: str) -> Plan:
+        """Render ``profile`` and compare it with the known-good unit installed now."""
+        rendered = self.render(profile)
+        files = self.unit_files()
+        trial = files.trial(self.unit)
+        if trial is not None:
+            raise InputError(
+                f"a trial of {self.unit} is installed ({trial.path}) but no promote of {self.name} is running",
+                hint=f"`deployctl rollback -d {self.name}` removes it and restarts the known-good unit",
+            )
+        known = files.known_good(self.unit)
+        if known is None:
+            raise InputError(
+                f"{self.unit} is not installed: a promote needs a known-good unit to fall back to",
+                hint=f"install the baseline first: `deployctl restart {self.name} --profile baseline`",
+            )
+        resolved = resolve_profile(self.inv, self.deployment, profile)
+        return Plan(
+            deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=rendered.text,
+            candidate_hash=unit_sha256(rendered.text), known_good_text=known.text,
+            known_good_hash=unit_sha256(known.text), url=self.url, policy=self.policy, host=self.host,
+            flags=resolved.flags, env=resolved.env, **self._profile_diff(known.profile, profile),
+        )
+
+    def _profile_diff(self, installed_profile: str | None, profile: str) -> dict[str, Any]:
+        from deployctl.profilediff import diff_profiles, format_profile_diff
+
+        if not installed_profile or installed_profile not in self.deployment.profiles:
+            return {"profile_diff": (f"(the installed unit's profile {installed_profile or '?'} is not in the inventory)",)}
+        diff = diff_profiles(resolve_profile(self.inv, self.deployment, installed_profile),
+                             resolve_profile(self.inv, self.deployment, profile))
+        lines = [f"{installed_profile} → {profile}:", *format_profile_diff(diff)]
+        return {"profile_diff": tuple(lines), "profile_diff_data": diff}
+
+    def known_good_plan(self, text: str | None = None) -> Plan:
+        """A plan whose only purpose is to bring the known-good unit back (rollback, recovery)."""
+        files = self.unit_files()
+        known = files.known_good(self.unit)
+        text = text if text is not None else (known.text if known else None)
+        if text is None:
+            raise InputError(f"no known-good {self.unit} to restore", hint="install the baseline first")
+        h = unit_sha256(text)
+        profile = (known.profile if known else None) or "known-good"
+        return Plan(deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=text, candidate_hash=h,
+                    known_good_text=text, known_good_hash=h, url=self.url, policy=self.policy, host=self.host)
+
+
+def make_site(inv: Inventory, deployment: str | None, state_dir: Path, env: Mapping[str, str] | None = None) -> Site:
+    """The deployment named, or the only one; ``env`` supplies the ``DEPLOYCTL_*`` endpoint overrides."""
+    env = dict(os.environ if env is None else env)
+    if deployment is None:
+        if len(inv.deployments) != 1:
+            known = ", ".join(inv.deployments)
+            raise InputError(f"the inventory has {len(inv.deployments)} deployments: say which with -d ({known})")
+        deployment = next(iter(inv.deployments))
+    dep = inv.deployment(deployment)
+    return Site(inv, dep, deployment_policy(inv, dep), Endpoint.from_env(env), Path(state_dir))
+
+
+# --- Units ------------------------------------------------------------------------------------------
+
+
+class LiveUnits:
+    def __init__(self, systemd: Systemd, site: Site) -> None:
+        self.systemd = systemd
+        self.site = site
+        self.files = site.unit_files()
+        self.journal: Journal = site.endpoint.journal()
+
+    async def install_trial(self, name: str, text: str) -> str:
+        installed = self.files.install_trial(name, text, adopt=True)
+        await self.systemd.reload()
+        return str(installed.path)
+
+    async def keep(self, name: str) -> str:
+        if self.files.trial(name) is not None:
+            installed = self.files.keep(name)
+            where = str(installed.path)
+        else:  # a keep resumed after a crash may find the trial already persisted
+            where = str(self.files.unit_dir / name)
+        await self.systemd.reload()
+        return f"persisted to {where}"
+
+    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str:
+        done = []
+        if self.files.discard_trial(name):
+            done.append("removed the trial")
+        current = self.files.known_good(name)
+        if known_good_hash and (current is None or current.sha256 != known_good_hash):
+            # The known-good file itself was replaced (a keep cut short, a hand edit): put it back.
+            texts = (known_good_text, self.files.previous(name))
+            text = next((t for t in texts if t and unit_sha256(t) == known_good_hash), None)
+            if text is None:
+                raise SystemdError(
+                    f"cannot find the known-good text of {name} (sha256 {known_good_hash[:12]}…)",
+                    hint="`deployctl history` lists the releases; `deployctl rollback --to ID` reinstalls one",
+                )
+            self.files.restore(name, text)
+            done.append("reinstalled the known-good unit")
+        await self.systemd.reload()
+        return ", ".join(done) or "the known-good unit was in place"
+
+    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome:
+        if fresh_start:
+            await self.systemd.reset_failed(name)
+        report = await restart_and_wait(self.systemd, self.journal, name, timeout_s=timeout_s,
+                                        probe=http_health_probe(self.site.url + "/health"))
+        startup = parse_lines(line.text for line in report.log if not line.from_manager)
+        if report.outcome.ok and not startup.ready and report.invocation_id:
+            startup = await self._complete_log(report.invocation_id)
+        return start_outcome(report.outcome, startup)
+
+    async def _complete_log(self, invocation_id: str, settle_s: float = 3.0) -> StartupReport:
+        """The whole startup log once /health answered first: the journal may lag the ready line a little."""
+        deadline = asyncio.get_running_loop().time() + settle_s
+        while True:
+            lines = await self.journal.read(invocation_id)
+            startup = parse_lines(line.text for line in lines if not line.from_manager)
+            if startup.ready or asyncio.get_running_loop().time() >= deadline:
+                return startup
+            await asyncio.sleep(0.1)
+
+
+def start_outcome(outcome: Any, startup: StartupReport) -> StartOutcome:
+    """The readiness outcome in the runner's words, with the server's own reason when it gave one."""
+    data = startup.to_dict()
+    last = tuple(getattr(outcome, "last_lines", ()) or ())
+    if outcome.ok:
+        return StartOutcome(True, "ready", f"ready via {outcome.via}", (), data, outcome.elapsed_s)
+    failure = startup.failure
+    if outcome.kind == "timeout":
+        where = outcome.last_line or "(no output)"
+        message = f"not ready after {outcome.elapsed_s:.0f} s; last line: {where}"
+    else:
+        message = outcome.reason
+    if failure is not None:
+        message = f"{failure.message} — {message}"
+    return StartOutcome(False, outcome.kind, message, last, data, outcome.elapsed_s)
+
+
+# --- Startup ----------------------------------------------------------------------------------------
+
+
+class LiveStartup:
+    def __init__(self, systemd: Systemd, site: Site) -> None:
+        self.systemd = systemd
+        self.site = site
+        self.journal = site.endpoint.journal()
+
+    async def live_report(self, name: str) -> Mapping[str, Any] | None:
+        state = await self.systemd.unit_state(name)
+        if not state.invocation_id or state.active_state != "active":
+            return None
+        lines = await self.journal.read(state.invocation_id)
+        return parse_lines(line.text for line in lines if not line.from_manager).to_dict()
+
+    def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]:
+        from deployctl.startupdiff import diff_startups
+
+        if baseline is None:
+            return ()
+        host = self.site.inv.host_of(self.site.deployment)
+        changes = diff_startups(StartupReport.from_dict(baseline), StartupReport.from_dict(candidate),
+                                profile_diff=plan.profile_diff_data, host=host)
+        return tuple(change.text for change in changes)
+
+
+# --- Bench ------------------------------------------------------------------------------------------
+
+
+class LiveBench:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
+        from deployctl.bench import merge_results, run_sweep
+
+        if isinstance(trials, int):
+            return await run_sweep(url, self.policy.bench, levels=levels, trials=trials)
+        by_count: dict[int, list[int]] = {}
+        for c, n in trials.items():
+            by_count.setdefault(n, []).append(c)
+        result: BenchResult | None = None
+        for n, cs in sorted(by_count.items()):
+            part = await run_sweep(url, self.policy.bench, levels=cs, trials=n)
+            result = part if result is None else merge_results(result, part)
+        assert result is not None
+        return result
+
+    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
+        from deployctl.bench import merge_results
+
+        return merge_results(a, b)
+
+
+# --- Judge ------------------------------------------------------------------------------------------
+
+
+class LiveJudge:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult:
+        from deployctl.gates import check_startup_gates
+
+        verdict = check_startup_gates(StartupReport.from_dict(baseline) if baseline else None,
+                                      StartupReport.from_dict(candidate), self.policy.gates)
+        return GateResult(bool(verdict.passed), tuple(verdict.failures))
+
+    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
+        from deployctl.judge import judge
+
+        verdict = judge(baseline, candidate, self.policy.judge)
+        rows = tuple(
+            LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
+                     _change(lv), lv.state.value, lv.reason)
+            for lv in verdict.levels
+        )
+        return JudgeResult(verdict.outcome.value, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
+
+    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
+        from deployctl.judge import drift_check
+
+        verdict = drift_check(pre, verify, self.policy.judge)
+        return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+
+
+def _mean(result: BenchResult, c: int) -> float | None:
+    level = result.level(c)
+    values = [t.output_tok_s for t in level.trials if t.valid] if level else []
+    return mean(values) if values else None
+
+
+def _change(level_verdict: Any) -> float | None:
+    for check in level_verdict.checks:
+        if check.interval is not None:
+            return float(check.interval.change) * 100
+    return None
+
+
+# --- Preflight --------------------------------------------------------------------------------------
+
+
+class LivePreflight:
+    def __init__(self, site: Site, profile: str) -> None:
+        self.site = site
+        self.profile = profile
+
+    async def check(self, plan: Plan) -> PreflightResult:
+        from deployctl.preflight.run import run_preflight
+
+        report = run_preflight(self.site.inv, self.site.name, self.profile, default_python=self.site.default_python)
+        errors = tuple(_finding(f) for f in report.findings if f.level == "ERROR")
+        warnings = tuple(_finding(f) for f in report.findings if f.level == "WARN")
+        return PreflightResult(errors, warnings)
+
+
+def _finding(f: Any) -> str:
+    return f"{f.message} [{f.code}]" + (f" (hint: {f.hint})" if f.hint else "")
+
+
+# --- assembly -----------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def live_adapters(site: Site, profile: str | None, progress: Progress | None = None,
+                        *, preflight: bool = True) -> AsyncIterator[Adapters]:
+    systemd = await site.endpoint.connect()
+    try:
+        yield Adapters(
+            units=LiveUnits(systemd, site),
+            bench=LiveBench(site.policy),
+            judge=LiveJudge(site.policy),
+            preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
+            startup=LiveStartup(systemd, site),
+            progress=progress or QuietProgress(),
+        )
+    finally:
+        await systemd.close()
+
+
+class _NoPreflight:
+    async def check(self, plan: Plan) -> PreflightResult:
+        return PreflightResult()
+
+
+def with_policy(site: Site, policy: Policy) -> Site:
+    return replace(site, policy=policy)
+
+
+async def install_known_good(site: Site, profile: str, *, timeout_s: float | None = None) -> StartOutcome:
+    """Install ``profile`` as the persistent known-good unit and start it (a first install; the demo)."""
+    rendered = site.render(profile)
+    systemd = await site.endpoint.connect()
+    try:
+        site.unit_files().install(rendered.name, rendered.text, adopt=True)
+        await systemd.reload()
+        units = LiveUnits(systemd, site)
+        return await units.restart_and_wait(rendered.name, timeout_s or site.policy.gates.startup_timeout_s)
+    finally:
+        await systemd.close()
