@@ -1,0 +1,68 @@
+"""deployctl check: the pre-flight checks of one deployment profile, without touching the unit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.errors import PreflightRefused
+from deployctl.preflight import PreflightReport, run_preflight
+
+NAME = "check"
+HELP = "pre-flight checks of a profile: flags vs the installed SGLang, known-bad flags, host facts"
+DESCRIPTION = """\
+Check DEPLOYMENT's profile P (default: candidate) before anything restarts, exactly as promote's
+PREFLIGHT phase does:
+  * the rendered command line against the flags of the SGLang the host's interpreter would run
+    (read from its source, without importing it; the simulator's version on simulated hosts):
+    unknown, renamed, ambiguous (SGLang keeps argparse's abbreviations) and invalid values, each
+    quoting what SGLang would print;
+  * the knowledge catalogue: flags with no effect on this GPU architecture, side effects,
+    known-bad combinations, environment variables SGLang overrides;
+  * the host: GPU count/model/compute capability (NVML) vs the inventory, interpreter and CUDA_HOME,
+    the port (free, or held by the unit itself), free disk.
+ERROR refuses (exit 3). WARN refuses too unless --force. INFO never does.
+
+examples:
+  deployctl check glm5 --profile candidate -i inventory/example.yaml
+  deployctl check glm5 --profile candidate --force     # proceed past warnings (never past errors)
+  deployctl check qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("deployment", metavar="DEPLOYMENT")
+    parser.add_argument("--profile", "-p", default="candidate", metavar="P", help="profile (default: candidate)")
+    parser.add_argument("--force", action="store_true", help="do not refuse on warnings (errors still refuse)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_inventory_argument(parser)
+
+
+def format_report(report: PreflightReport) -> str:
+    where = f"SGLang {report.sglang_version}" if report.sglang_version else "SGLang version unknown"
+    lines = [f"{report.deployment} ({report.profile} profile) · {where} · {report.python}"]
+    for finding in report.findings:
+        lines.append(f"{finding.level:<5} {finding.code}: {finding.message}")
+        if finding.hint:
+            lines.append(f"      fix: {finding.hint}")
+        lines.append(f"      source: {finding.source}")
+    lines.append(report.summary())
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    inv = load_inventory_from_args(args)
+    report = run_preflight(inv, args.deployment, args.profile, default_python=sys.executable)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(format_report(report))
+    if report.refuses(args.force):
+        if report.errors:
+            raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
+                                   hint="fix the errors above; --force only proceeds past warnings")
+        raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
+                               f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+    return 0

@@ -1,0 +1,1 @@
+NSA_CHOICES = ["flashmla_kv", "fa3"]

@@ -1,0 +1,5 @@
+class Backend:
+    FULL = "full"
+    BREAKABLE = "breakable"
+    DISABLED = "disabled"
+    ALL = (FULL, BREAKABLE, DISABLED)

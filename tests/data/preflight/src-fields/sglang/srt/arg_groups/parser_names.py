@@ -1,0 +1,1 @@
+TOOL_CALL_PARSER_NAMES = ["glm47", "qwen"]
