@@ -29,6 +29,6 @@ def load_inventory_from_args(args: argparse.Namespace) -> Inventory:
     return load_inventory(inventory_path(args))
 
 
-def use_colour(stream: TextIO = sys.stdout) -> bool:
+def use_colour(stream: TextIO | None = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (cron mail stays plain)."""
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    return (stream or sys.stdout).isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"

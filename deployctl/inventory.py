@@ -325,8 +325,13 @@ def _deep_merge(base: Mapping[Any, Any], over: Mapping[Any, Any]) -> dict[Any, A
 def _dotted(path: Iterable[Any]) -> str:
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else f".{part}"
+        text += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else f".{_printable(str(part))}"
     return text.lstrip(".") or "(file)"
+
+
+def _printable(text: str) -> str:
+    """A key as it can be shown on one line of a terminal or mail (control characters escaped)."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if forbidden_character(c) else c for c in text)
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
@@ -511,9 +516,10 @@ class _Checks:
                     models: Mapping[Any, Any], global_policy: Any) -> None:
         path = ("deployments", name)
         host, model = dep.get("host"), dep.get("model")
-        if isinstance(host, str) and host not in hosts:
+        # References into a section that is itself malformed would only repeat its problem.
+        if isinstance(host, str) and isinstance(self.marked.data.get("hosts"), dict) and host not in hosts:
             self.add(path + ("host",), f"unknown host {host!r} (known: {', '.join(map(str, hosts)) or 'none'})")
-        if isinstance(model, str) and model not in models:
+        if isinstance(model, str) and isinstance(self.marked.data.get("models"), dict) and model not in models:
             self.add(path + ("model",), f"unknown model preset {model!r} (known: {', '.join(map(str, models)) or 'none'})")
         profiles = _mapping(dep.get("profiles"))
         self._names(profiles, path + ("profiles",))
@@ -594,7 +600,9 @@ class _Checks:
             for index, item in enumerate(value):
                 if item is None or isinstance(item, (bool, dict, list)):
                     return self._invalid(path + (index,), f"list items must be plain values, got {_show(item)}")
-                items.append(self._text(path + (index,), item))
+                items.append(self._argument(path + (index,), item))
+            if _INVALID in items:
+                return _INVALID
             return items
         if kind == "int":
             if not isinstance(value, int):
@@ -604,7 +612,13 @@ class _Checks:
             if not isinstance(value, (int, float)):
                 return self._invalid(path, f"expected a number, got {_show(value)}")
             return self._in_range(path, value, known)
-        return self._text(path, value)
+        return self._argument(path, value)
+
+    def _argument(self, path: tuple[Any, ...], value: Any) -> Any:
+        text = self._text(path, value)
+        if text == ";":
+            return self._invalid(path, "a lone ';' would split the command line in ExecStart=")
+        return text
 
     def _in_range(self, path: tuple[Any, ...], value: float, known: Any) -> Any:
         low, high = known.minimum, known.maximum

@@ -1,0 +1,71 @@
+"""The final word on escaping: a real systemd (sandboxed PID 1) runs a rendered unit full of hostile
+values, and the process receives exactly the argv and environment deployctl meant to pass.
+
+Marked ``system`` (needs root; boots its own sandbox, about a second).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from deployctl.inventory import parse_inventory, resolve_profile
+from deployctl.render import exec_argv, render_unit, unit_environment
+from deployctl.sandbox import Sandbox
+from test_render_escaping import HOSTILE
+
+pytestmark = pytest.mark.system
+
+RECORDER = """#!{python}
+import json, os, sys
+with open({out!r}, "w") as f:
+    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox.boot() as box:
+        yield box
+
+
+def test_systemd_passes_hostile_values_verbatim(sandbox: Sandbox, tmp_path: Path) -> None:
+    out = tmp_path / "received.json"
+    fake_python = tmp_path / "python"  # /tmp is shared with the sandbox
+    fake_python.write_text(RECORDER.format(python=sys.executable, out=str(out)))
+    fake_python.chmod(0o755)
+    values = [v for v in HOSTILE if v != ";"]
+    data = {
+        "hosts": {"h": {"gpus": {"model": "M", "count": 1, "compute_capability": "sm120"},
+                        "python": str(fake_python), "cuda_home": "/usr/local/cuda-12.8"}},
+        "models": {"m": {"path": "org/model", "served_name": values[0]}},
+        "deployments": {"d": {"host": "h", "unit": "deployctl-escape-test.service", "port": 8000, "model": "m",
+                              "profiles": {"baseline": {
+                                  "flags": {**{f"x-{i}": v for i, v in enumerate(values)}, "many": values,
+                                            "switch": True},
+                                  "env": {f"V{i}": v for i, v in enumerate(values)}}}}},
+    }
+    inv = parse_inventory(yaml.safe_dump(data, allow_unicode=True))
+    unit = render_unit(inv, "d", "baseline")
+    (sandbox.unit_dir / unit.name).write_text(unit.text)
+    assert sandbox.run(["systemctl", "daemon-reload"]).returncode == 0
+    started = sandbox.run(["systemctl", "start", unit.name])
+    assert started.returncode == 0, started.stderr
+
+    deadline = time.monotonic() + 30
+    while not (out.exists() and out.stat().st_size):
+        assert time.monotonic() < deadline, sandbox.run(["journalctl", "-u", unit.name, "--no-pager"]).stdout
+        time.sleep(0.05)
+    time.sleep(0.1)  # let json.dump finish
+    received = json.loads(out.read_text())
+
+    resolved = resolve_profile(inv, "d", "baseline")
+    assert received["argv"] == exec_argv(inv, inv.deployment("d"), resolved)[1:]
+    expected_env = unit_environment(inv.host_of("d"), resolved)
+    assert {k: received["env"].get(k) for k in expected_env} == expected_env
