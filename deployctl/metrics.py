@@ -62,7 +62,8 @@ class StreamRecorder:
                 self.done = True
                 continue
             try:
-                obj = json.loads(payload)
+                # str, not bytes: json.loads(bytes) sniffs the encoding in Python, a few µs a chunk
+                obj = json.loads(payload.decode())
             except ValueError:
                 self.error = self.error or "bad_chunk"
                 continue
@@ -79,8 +80,11 @@ class StreamRecorder:
                 self.usage_completion = usage.get("completion_tokens")
                 self.usage_prompt = usage.get("prompt_tokens")
 
-    def finish(self, t_end: float, error: str | None = None, *, itl_cache: dict[float, float] | None = None) -> "RequestRecord":
-        """Close the request at ``t_end``; ``error`` is the transport's failure class, if any."""
+    def finish(
+        self, t_end: float, error: str | None = None, *, queue_s: float = 0.0, itl_cache: dict[float, float] | None = None
+    ) -> "RequestRecord":
+        """Close the request at ``t_end``; ``error`` is the transport's failure class, if any;
+        ``queue_s`` the time it waited on the client's own concurrency cap before ``t_sent``."""
         error = error or self.error
         if error is None and not self.done:
             error = "incomplete_stream"
@@ -102,10 +106,12 @@ class StreamRecorder:
             e2e_s=t_end - self.t_sent,
             itl_s=itl,
             token_count_source=source,
+            queue_s=queue_s,
         )
         return RequestRecord(
             sample, self.t_sent, times[0] if times else None, t_end,
             self.reads, self.multi_event_reads, self.max_tokens,
+            (times, self.emit_ts) if self.emit_ts is not None else None,
         )
 
 
@@ -124,6 +130,9 @@ class RequestRecord:
     reads: int
     multi_event_reads: int
     max_tokens: int
+    # (arrival times, server emission times) per content chunk, only when asked for (keep_emit_ts):
+    # the client-overhead benchmark compares them against a server that stamps each chunk.
+    chunk_times: tuple[array, array] | None = None
 
 
 @dataclass(frozen=True)

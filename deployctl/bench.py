@@ -1,0 +1,368 @@
+"""Run a benchmark sweep against one server and put the result in ``deployctl.benchresult`` form.
+
+``run_sweep`` asks the server what it is (/server_info, /model_info), plans the sweep
+(``deployctl.loadplan``), sends discarded warm-up requests, then runs each level's trials one after
+another through the load transport (``deployctl.adapters.http_load``) and summarizes each trial
+(``deployctl.metrics``). Closed loop by default: C workers, each sending its next request as soon as
+its previous one ends, so there is never client-side queueing in TTFT. Workers start on a short ramp
+(``RAMP_S``) so that a burst of request set-ups at C=1024 does not delay the reading of the first
+responses. Open loop (``request_rate``): Poisson arrivals, at most C in flight; time spent waiting
+for a free slot is ``queue_s``, never TTFT.
+
+Stopping: set ``stop`` (the CLI does on Ctrl-C). In-flight requests are cancelled, the trial is kept
+with what completed and marked invalid ("interrupted"), and the result so far is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence
+
+from deployctl.adapters.http_control import ControlClient
+from deployctl.adapters.http_load import LoadClient, LoadError
+from deployctl.benchresult import BenchResult, LevelResult, LevelTelemetry, TrialResult
+from deployctl.errors import InputError
+from deployctl.loadplan import COMPLETIONS_PATH, DEFAULT_VOCAB_SIZE, LevelPlan, LoadRequest, Workload, plan_sweep
+from deployctl.metrics import (
+    ClientCheck,
+    RequestRecord,
+    StreamRecorder,
+    TrialContext,
+    count_retractions,
+    percentiles,
+    summarize_trial,
+)
+from deployctl.policy import BenchPolicy
+
+RAMP_S = 0.0005  # per worker: ~2× aiohttp's per-request set-up CPU, so set-ups interleave with reads
+_LAG_PROBE_S = 0.05
+
+ServerLog = Callable[[float, float], "Iterable[str] | Awaitable[Iterable[str]]"]
+TelemetryWindow = Callable[[float, float], "LevelTelemetry | None"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Reported after each finished request (``trial`` None during warm-up) and after each trial."""
+
+    concurrency: int
+    trial: int | None
+    done: int
+    total: int | None  # None for duration-bound levels
+    ok: int
+    failed: int
+    output_tokens: int
+    result: TrialResult | None = None  # set once, when the trial is summarized
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    records: tuple[RequestRecord, ...]
+    started_at: float  # epoch s
+    wall_s: float
+    client: ClientCheck
+    interrupted: bool
+
+
+async def run_sweep(
+    url: str,
+    policy: BenchPolicy,
+    *,
+    levels: Sequence[int] | None = None,
+    trials: int = 1,
+    progress: ProgressFn | None = None,
+    model: str | None = None,
+    vocab_size: int | None = None,
+    text_prompt: str | None = None,
+    duration_s: float | None = None,
+    request_rate: float | None = None,
+    seed: int | None = None,
+    server_log: ServerLog | None = None,
+    telemetry: TelemetryWindow | None = None,
+    stop: asyncio.Event | None = None,
+) -> BenchResult:
+    """Measure every level × trial; never raises for a failed request (failures are data).
+
+    ``server_log(start, end)`` returns the server's log lines in that epoch window (to spot
+    retractions); ``telemetry(start, end)`` a per-trial GPU/process summary. Both optional."""
+    stop = stop or asyncio.Event()
+    async with ControlClient(url) as control:
+        info = await control.server_info() or {}
+        model_info = await control.model_info() or {}
+        model_ids = await control.model_ids()
+    facts = server_facts(info, model_info, model_ids)
+    workload = Workload(
+        model=model or facts["model"] or "default",
+        input_tokens=policy.input_tokens,
+        output_tokens=policy.output_tokens,
+        vocab_size=vocab_size or facts["vocab_size"] or DEFAULT_VOCAB_SIZE,
+        text_prompt=text_prompt,
+        seed=seed if seed is not None else time.time_ns() % 2**31,
+    )
+    plan = plan_sweep(policy, workload, levels=levels, trials=trials, duration_s=duration_s, request_rate=request_rate)
+    started_at = time.time()
+    results: list[TrialResult] = []
+    async with LoadClient(url, timeout_s=policy.request_timeout_s) as client:
+        if plan.warmup and not stop.is_set():
+            await _warm_up(client, plan.warmup, stop, progress)
+        for level in plan.levels:
+            if stop.is_set():
+                break
+            run = await run_trial(client, level, stop=stop, on_done=_level_progress(level, progress))
+            end = run.started_at + run.wall_s
+            ctx = TrialContext(
+                concurrency=level.concurrency,
+                trial=level.trial,
+                started_at=run.started_at,
+                wall_s=run.wall_s,
+                planned_requests=level.requests if duration_s is None else len(run.records),
+                max_failure_rate=policy.max_failure_rate,
+                open_loop=request_rate is not None,
+                server_capacity=facts["capacity"],
+                retractions=await _retractions(server_log, run.started_at, end),
+                client=run.client,
+                interrupted=run.interrupted,
+                telemetry=telemetry(run.started_at, end) if telemetry else None,
+            )
+            trial = summarize_trial(run.records, ctx)
+            results.append(trial)
+            if progress:
+                progress(Progress(level.concurrency, level.trial, len(run.records), len(run.records),
+                                  trial.requests_ok, trial.requests_failed, trial.output_tokens, trial))
+    return BenchResult(
+        url=url,
+        model=workload.model,
+        input_tokens=policy.input_tokens,
+        output_tokens=policy.output_tokens,
+        started_at=started_at,
+        levels=_group(results),
+        server_info={k: v for k, v in facts.items() if v is not None},
+        client=LoadClient.name,
+    )
+
+
+async def run_trial(
+    client: LoadClient,
+    level: LevelPlan,
+    *,
+    stop: asyncio.Event | None = None,
+    on_done: Callable[[RequestRecord], None] | None = None,
+    keep_emit_ts: bool = False,
+) -> TrialRun:
+    """One trial of one level: closed loop, or Poisson arrivals when the plan has a request rate."""
+    stop = stop or asyncio.Event()
+    records: list[RequestRecord] = []
+    itl_cache: dict[float, float] = {}
+    limit = level.requests if level.duration_s is None else None
+    clock = time.perf_counter
+    t0 = clock()
+    deadline = t0 + level.duration_s if level.duration_s is not None else None
+    indices = itertools.count()
+
+    def more() -> bool:
+        return not stop.is_set() and (deadline is None or clock() < deadline)
+
+    async def send(request: LoadRequest, queue_s: float = 0.0) -> None:
+        recorder = StreamRecorder(clock(), request.prompt_tokens, request.max_tokens, keep_emit_ts=keep_emit_ts)
+        error = None
+        try:
+            await client.stream(COMPLETIONS_PATH, request.body, recorder.feed)
+        except LoadError as exc:
+            error = exc.kind
+        record = recorder.finish(clock(), error, queue_s=queue_s, itl_cache=itl_cache)
+        records.append(record)
+        if on_done:
+            on_done(record)
+
+    async def worker(k: int) -> None:
+        await asyncio.sleep(k * RAMP_S)
+        for i in indices:
+            if (limit is not None and i >= limit) or not more():
+                return
+            await send(level.request(i))
+
+    async def open_loop() -> None:
+        slots = asyncio.Semaphore(level.concurrency)
+        tasks: set[asyncio.Task] = set()
+
+        async def one(request: LoadRequest, due: float) -> None:
+            async with slots:
+                await send(request, queue_s=clock() - due)
+
+        try:
+            for i, offset in zip(indices, level.arrivals()):
+                if (limit is not None and i >= limit) or not more():
+                    break
+                await asyncio.sleep(max(0.0, t0 + offset - clock()))
+                task = asyncio.ensure_future(one(level.request(i), t0 + offset))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    lags: list[float] = []
+    probe = asyncio.ensure_future(_probe_lag(lags))
+    started_at, cpu0 = time.time(), time.process_time()
+    if level.request_rate is None:
+        body = asyncio.gather(*(worker(k) for k in range(level.concurrency)))
+    else:
+        body = asyncio.ensure_future(open_loop())
+    cancelled = await _until_done_or_stopped(body, stop)
+    wall = clock() - t0
+    interrupted = cancelled or (stop.is_set() and (limit is None or len(records) < limit))
+    cpu = time.process_time() - cpu0
+    probe.cancel()
+    check = ClientCheck(cpu_pct=100 * cpu / wall if wall > 0 else None, loop_lag_p99_s=percentiles(lags).p99)
+    return TrialRun(tuple(records), started_at, wall, check, interrupted)
+
+
+async def _until_done_or_stopped(body: asyncio.Future, stop: asyncio.Event) -> bool:
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if body.done():
+        body.result()
+        return False
+    body.cancel()
+    await asyncio.gather(body, return_exceptions=True)
+    return True
+
+
+async def _probe_lag(lags: list[float]) -> None:
+    # How late the event loop wakes a sleeper: the client's own congestion, in seconds.
+    clock = time.perf_counter
+    while True:
+        due = clock() + _LAG_PROBE_S
+        await asyncio.sleep(_LAG_PROBE_S)
+        lags.append(max(0.0, clock() - due))
+
+
+async def _warm_up(client: LoadClient, requests: Sequence[LoadRequest], stop: asyncio.Event,
+                   progress: ProgressFn | None) -> None:
+    done = []
+
+    async def one(request: LoadRequest) -> None:
+        recorder = StreamRecorder(time.perf_counter(), request.prompt_tokens, request.max_tokens)
+        try:
+            await client.stream(COMPLETIONS_PATH, request.body, recorder.feed)
+        except LoadError:
+            pass  # warm-up results are discarded; a dead server shows in the first level
+        done.append(request)
+        if progress:
+            progress(Progress(0, None, len(done), len(requests), len(done), 0, 0))
+
+    await _until_done_or_stopped(asyncio.gather(*(one(r) for r in requests)), stop)
+
+
+def _level_progress(level: LevelPlan, progress: ProgressFn | None) -> Callable[[RequestRecord], None] | None:
+    if progress is None:
+        return None
+    counts = {"done": 0, "ok": 0, "failed": 0, "tokens": 0}
+    total = level.requests if level.duration_s is None else None
+
+    def on_done(record: RequestRecord) -> None:
+        counts["done"] += 1
+        if record.sample.ok:
+            counts["ok"] += 1
+            counts["tokens"] += record.sample.output_tokens
+        else:
+            counts["failed"] += 1
+        progress(Progress(level.concurrency, level.trial, counts["done"], total, counts["ok"], counts["failed"],
+                          counts["tokens"]))
+
+    return on_done
+
+
+async def _retractions(server_log: ServerLog | None, start: float, end: float) -> int | None:
+    if server_log is None:
+        return None
+    lines = server_log(start, end)
+    if inspect.isawaitable(lines):
+        lines = await lines
+    return count_retractions(lines)
+
+
+def server_facts(server_info: dict[str, Any], model_info: dict[str, Any], model_ids: Sequence[str]) -> dict[str, Any]:
+    """What the sweep needs from the server's own reports: model name to send, effective request
+    capacity (the TP0 scheduler value, not the CLI one), version, vocabulary size when reported."""
+    capacity = None
+    states = server_info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        per_dp = states[0].get("effective_max_running_requests_per_dp")
+        if isinstance(per_dp, int):
+            capacity = per_dp * int(server_info.get("dp_size") or 1)
+    if capacity is None and isinstance(server_info.get("max_running_requests"), int):
+        capacity = server_info["max_running_requests"]
+    served = server_info.get("served_model_name")
+    vocab = model_info.get("vocab_size") or server_info.get("vocab_size")
+    return {
+        "model": served or (model_ids[0] if model_ids else None) or model_info.get("model_path"),
+        "version": server_info.get("version"),
+        "capacity": capacity,
+        "vocab_size": vocab if isinstance(vocab, int) else None,
+    }
+
+
+def _group(trials: Iterable[TrialResult]) -> tuple[LevelResult, ...]:
+    by_c: dict[int, list[TrialResult]] = {}
+    for t in trials:
+        by_c.setdefault(t.concurrency, []).append(t)
+    return tuple(LevelResult(c, tuple(ts)) for c, ts in by_c.items())
+
+
+def merge_results(a: BenchResult, b: BenchResult) -> BenchResult:
+    """``a`` with ``b``'s trials added (renumbered after ``a``'s) — for the judge's extra trials."""
+    if (a.input_tokens, a.output_tokens) != (b.input_tokens, b.output_tokens):
+        raise InputError(
+            f"cannot merge a {a.input_tokens}/{a.output_tokens} sweep with a {b.input_tokens}/{b.output_tokens} one",
+            hint="extra trials must use the same input and output token counts as the first ones",
+        )
+    merged: dict[int, list[TrialResult]] = {lv.concurrency: list(lv.trials) for lv in a.levels}
+    for lv in b.levels:
+        have = merged.setdefault(lv.concurrency, [])
+        for t in lv.trials:
+            have.append(replace(t, trial=len(have)))
+    return replace(a, levels=tuple(LevelResult(c, tuple(ts)) for c, ts in merged.items()))
+
+
+def render_table(result: BenchResult) -> str:
+    """The operators' table, one row per trial, plus TTFT/ITL columns and a note per invalid trial."""
+    many = any(len(lv.trials) > 1 for lv in result.levels)
+    head = ["C"] + (["Trial"] if many else []) + [
+        "Agg tok/s", "Per-req tok/s", "Tokens", "Wall(s)", "Ok", "TTFT p50/p99 (ms)", "ITL p50/p99 (ms)",
+    ]
+    rows, notes = [], []
+    for lv in result.levels:
+        for t in lv.trials:
+            mark = "" if t.valid else f" [{len(notes) + 1}]"
+            if not t.valid:
+                notes.append(f"[{len(notes) + 1}] C={t.concurrency} trial {t.trial}: invalid: {t.invalid_reason}")
+            ok = f"{t.requests_ok}" if not t.requests_failed else f"{t.requests_ok} ({t.requests_failed} failed)"
+            rows.append([f"{t.concurrency}{mark}"] + ([str(t.trial)] if many else []) + [
+                f"{t.output_tok_s:.1f}", _num(t.per_request_tok_s.mean, 1), str(t.output_tokens), f"{t.wall_s:.1f}",
+                ok, f"{_ms(t.ttft_s.p50)} / {_ms(t.ttft_s.p99)}", f"{_ms(t.itl_s.p50)} / {_ms(t.itl_s.p99)}",
+            ])
+    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    line = lambda cells: "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+    return "\n".join(out + notes)
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{1000 * value:.1f}"

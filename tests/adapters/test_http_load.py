@@ -1,0 +1,266 @@
+"""The load transport and whole sweeps against a tiny in-test server shaped like SGLang's streams.
+
+The server speaks /v1/completions the way SGLang 0.5.x does (log facts §8): one ``data: {json}`` chunk
+per decode step (several tokens per chunk under speculative decoding), a final usage chunk when
+``stream_options.include_usage`` is set, then ``data: [DONE]``; /server_info reports the effective
+max_running_requests, and at most that many requests run at once (the rest wait, as in SGLang's queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from deployctl.adapters.http_load import LoadClient, LoadError
+from deployctl.bench import merge_results, render_table, run_sweep
+from deployctl.benchresult import BenchResult, LevelTelemetry
+from deployctl.policy import BenchPolicy
+
+
+@dataclass
+class FakeSglang:
+    capacity: int = 64
+    step_s: float = 0.002
+    tokens_per_chunk: int = 1
+    send_usage: bool = True
+    fail_every: int = 0  # every Nth completion answers HTTP 500
+    cut_after_chunks: int | None = None  # drop the connection mid-stream
+    stall_s: float = 0.0  # before the first chunk
+    bodies: list[dict] = field(default_factory=list)
+    running: int = 0
+    peak_running: int = 0
+
+    def app(self) -> web.Application:
+        self._slots = asyncio.Semaphore(self.capacity)
+        app = web.Application()
+        app.router.add_get("/server_info", self.server_info)
+        app.router.add_get("/model_info", self.model_info)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.completions)
+        return app
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response({
+            "version": "0.5.10", "served_model_name": "qwen3.5", "max_running_requests": 48, "dp_size": 1,
+            "internal_states": [{"effective_max_running_requests_per_dp": self.capacity}],
+        })
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        return web.json_response({"model_path": "Qwen/Qwen3.5-122B-A10B", "is_generation": True})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "qwen3.5", "object": "model"}]})
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        if self.fail_every and len(self.bodies) % self.fail_every == 0:
+            return web.json_response({"object": "error", "message": "boom", "code": 500}, status=500)
+        async with self._slots:
+            self.running += 1
+            self.peak_running = max(self.peak_running, self.running)
+            try:
+                return await self._stream(request, body)
+            finally:
+                self.running -= 1
+
+    async def _stream(self, request: web.Request, body: dict) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(self.stall_s)
+        left, sent_chunks = body["max_tokens"], 0
+        while left > 0:
+            n = min(self.tokens_per_chunk, left)
+            left -= n
+            await asyncio.sleep(self.step_s)
+            if self.cut_after_chunks is not None and sent_chunks == self.cut_after_chunks:
+                request.transport.close()
+                return response
+            choice = {"index": 0, "text": "x" * n, "logprobs": None, "finish_reason": None if left else "length",
+                      "matched_stop": None}
+            chunk = {"id": "r", "object": "text_completion", "created": 1, "model": body["model"],
+                     "choices": [choice], "usage": None}
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            sent_chunks += 1
+        if self.send_usage and body.get("stream_options", {}).get("include_usage"):
+            prompt = len(body["prompt"]) if isinstance(body["prompt"], list) else 7
+            usage = {"prompt_tokens": prompt, "total_tokens": prompt + body["max_tokens"],
+                     "completion_tokens": body["max_tokens"]}
+            final = {"id": "r", "object": "text_completion", "created": 1, "model": body["model"], "choices": [],
+                     "usage": usage}
+            await response.write(b"data: " + json.dumps(final).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+@pytest.fixture
+async def serve():
+    runners = []
+
+    async def start(fake: FakeSglang) -> str:
+        runner = web.AppRunner(fake.app())
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = site._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def small_policy(**kw: object) -> BenchPolicy:
+    base = dict(concurrency=[1, 4], input_tokens=16, output_tokens=20, warmup_requests=1)
+    return BenchPolicy(**{**base, **kw})
+
+
+# --- transport ---------------------------------------------------------------------------------
+
+async def test_stream_hands_payloads_to_the_sink_with_increasing_times(serve) -> None:
+    url = await serve(FakeSglang(tokens_per_chunk=1))
+    got: list[tuple[float, list[bytes]]] = []
+    body = json.dumps({"model": "m", "prompt": [1, 2], "max_tokens": 5, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    async with LoadClient(url) as client:
+        await client.stream("/v1/completions", body, lambda t, p: got.append((t, list(p))))
+    payloads = [p for _, ps in got for p in ps]
+    assert payloads[-1] == b"[DONE]" and len(payloads) == 7
+    times = [t for t, _ in got]
+    assert times == sorted(times)
+
+
+@pytest.mark.parametrize(("fake", "kind"), [
+    (FakeSglang(fail_every=1), "http_500"),
+    (FakeSglang(cut_after_chunks=2), "disconnected"),
+])
+async def test_failures_become_load_errors_with_a_kind(serve, fake: FakeSglang, kind: str) -> None:
+    url = await serve(fake)
+    body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 5, "stream": True}).encode()
+    async with LoadClient(url) as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", body, lambda t, p: None)
+    assert info.value.kind == kind
+
+
+async def test_connection_refused_and_timeout(serve) -> None:
+    async with LoadClient("http://127.0.0.1:9") as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+    assert info.value.kind == "connect"
+    url = await serve(FakeSglang(stall_s=1))
+    body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 5, "stream": True}).encode()
+    async with LoadClient(url, timeout_s=0.2) as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", body, lambda t, p: None)
+    assert info.value.kind == "timeout"
+
+
+# --- whole sweeps -------------------------------------------------------------------------------
+
+async def test_sweep_measures_each_level_with_unique_prompts_and_usage_tokens(serve) -> None:
+    fake = FakeSglang(tokens_per_chunk=2)  # speculative decoding: 2 tokens a chunk
+    url = await serve(fake)
+    result = await run_sweep(url, small_policy(), seed=1)
+    assert result.model == "qwen3.5" and result.server_info["version"] == "0.5.10"
+    assert [lv.concurrency for lv in result.levels] == [1, 4]
+    c4 = result.level(4).trials[0]
+    assert c4.valid, c4.invalid_reason
+    assert (c4.requests_ok, c4.output_tokens, c4.input_tokens) == (8, 160, 128)
+    assert all(s.token_count_source == "usage" and s.output_tokens == 20 and len(s.itl_s) == 9 for s in c4.samples)
+    assert c4.telemetry.details["client"]["peak_streaming"] == 4
+    prompts = [b["prompt"] for b in fake.bodies]
+    assert len(prompts) == 1 + 4 + 8 and len({p[0] for p in prompts}) == len(prompts)
+    assert all(b["ignore_eos"] and b["max_tokens"] == 20 for b in fake.bodies)
+    # the JSON round-trips
+    assert BenchResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+async def test_without_usage_tokens_are_counted_from_chunks_and_flagged(serve) -> None:
+    url = await serve(FakeSglang(send_usage=False, tokens_per_chunk=2))
+    trial = (await run_sweep(url, small_policy(concurrency=[2]))).levels[0].trials[0]
+    assert trial.output_tokens == 4 * 10  # 10 chunks each, not 20 tokens: the source says so
+    assert trial.telemetry.details["client"]["token_count_source"] == "chunks"
+    assert trial.telemetry.details["client"]["short_outputs"] == 4
+
+
+async def test_capacity_below_concurrency_makes_the_level_invalid(serve) -> None:
+    url = await serve(FakeSglang(capacity=2))
+    result = await run_sweep(url, small_policy(concurrency=[2, 4]))
+    assert result.level(2).trials[0].valid
+    reason = result.level(4).trials[0].invalid_reason
+    assert "concurrency 4 never reached on the server: it runs at most 2 requests" in reason
+
+
+async def test_failures_are_data_and_invalidate_beyond_the_limit(serve) -> None:
+    url = await serve(FakeSglang(fail_every=3))
+    trial = (await run_sweep(url, small_policy(concurrency=[2], warmup_requests=0))).levels[0].trials[0]
+    assert trial.failures == {"http_500": 1} and trial.requests_ok == 3
+    assert trial.invalid_reason.startswith("failures: 1 of 4 requests failed")
+
+
+async def test_trials_server_log_and_telemetry_hooks(serve) -> None:
+    url = await serve(FakeSglang())
+    windows = []
+
+    async def server_log(start: float, end: float) -> list[str]:
+        windows.append((start, end))
+        return ["[x TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1"] if len(windows) == 2 else []
+
+    def telemetry(start: float, end: float) -> LevelTelemetry:
+        return LevelTelemetry(source="simulated", gpu_power_w=250.0)
+
+    result = await run_sweep(url, small_policy(concurrency=[1]), trials=3, server_log=server_log, telemetry=telemetry)
+    trials = result.level(1).trials
+    assert [t.trial for t in trials] == [0, 1, 2]
+    assert [t.valid for t in trials] == [True, False, True]
+    assert "server retracted requests" in trials[1].invalid_reason
+    assert all(a < b for a, b in windows)
+    assert trials[0].telemetry.gpu_power_w == 250.0 and "client" in trials[0].telemetry.details
+
+
+async def test_stop_keeps_what_was_measured_and_marks_it_interrupted(serve) -> None:
+    url = await serve(FakeSglang(step_s=0.01))
+    stop = asyncio.Event()
+    seen = []
+
+    def progress(p) -> None:
+        seen.append(p)
+        if p.trial == 0 and p.done == 3 and p.result is None:
+            stop.set()
+
+    result = await asyncio.wait_for(
+        run_sweep(url, small_policy(concurrency=[1, 4], output_tokens=50, warmup_requests=0), progress=progress,
+                  stop=stop),
+        timeout=10,
+    )
+    assert [lv.concurrency for lv in result.levels] == [1]
+    trial = result.levels[0].trials[0]
+    assert trial.requests_ok == 3 and trial.invalid_reason.startswith("interrupted")
+
+
+async def test_duration_and_poisson_modes(serve) -> None:
+    url = await serve(FakeSglang())
+    timed = await run_sweep(url, small_policy(concurrency=[2], warmup_requests=0), duration_s=0.5)
+    t = timed.levels[0].trials[0]
+    assert t.requests_ok > 4 and t.wall_s < 1.5
+    poisson = await run_sweep(url, small_policy(concurrency=[4], warmup_requests=0), request_rate=200.0)
+    p = poisson.levels[0].trials[0]
+    assert p.requests_ok == 8 and p.valid, p.invalid_reason  # open loop: C is a cap, not a target
+
+
+async def test_merged_extra_trials_render_in_one_table(serve) -> None:
+    url = await serve(FakeSglang())
+    a = await run_sweep(url, small_policy(concurrency=[1]))
+    b = await run_sweep(url, small_policy(concurrency=[1]))
+    merged = merge_results(a, b)
+    assert [t.trial for t in merged.level(1).trials] == [0, 1]
+    table = render_table(merged)
+    assert table.splitlines()[0].split("|")[1:4] == [" C ", " Trial ", " Agg tok/s "]
+    assert len(table.splitlines()) == 4
