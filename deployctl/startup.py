@@ -251,7 +251,7 @@ _WARMUP_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions", "/encod
 
 
 class _Traceback:
-    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args")
+    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args", "evidence", "after")
 
     def __init__(self, origin: str, rank: int | None, header: str) -> None:
         self.origin = origin
@@ -260,6 +260,8 @@ class _Traceback:
         self.lines: deque[str] = deque(maxlen=8)
         self.exc_line: str | None = None
         self.in_server_args = False
+        self.evidence: tuple[str, ...] = ()  # the frames up to and including the latest exception line
+        self.after: list[str] = []  # what the exception printed after its first line (hints, a token tip)
 
 
 @dataclass
@@ -644,11 +646,16 @@ class StartupParser:
             return
         tb = self._tb
         if tb is not None:
-            tb.lines.append(_clip(text))
+            line = _clip(text)
+            tb.lines.append(line)
             if "server_args.py" in text:
                 tb.in_server_args = True
             if not text[:1].isspace() and EXCEPTION_LINE_RE.match(text):
-                tb.exc_line = _clip(text)
+                tb.exc_line = line
+                tb.evidence = tuple(tb.lines)
+                tb.after = []
+            elif tb.exc_line is not None and len(tb.after) < 3:
+                tb.after.append(line)
             return
         if "sglang serve' is the recommended entrypoint" in text:
             self._version_cues.append(("0.5.10", "launch_server UserWarning (0.5.10+)"))
@@ -686,9 +693,7 @@ class StartupParser:
         if kind == "rank_died":
             died = RANK_DIED_RE.search(tb.exc_line)
             rank = int(died.group(1)) if died else rank
-        evidence = (tb.header, *tb.lines)
-        if tb.exc_line not in tb.lines:
-            evidence += (tb.exc_line,)
+        evidence = (tb.header, *tb.evidence, *tb.after)
         return _Failure(kind, message, evidence, rank, [rank] if rank is not None else [], tb.exc_line)
 
     def _close_tb(self) -> None:

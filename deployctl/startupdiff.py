@@ -76,6 +76,8 @@ class FactChange:
         parts = list(self.causes) + [e.flag.phrase for e in self.explanations]
         if not parts:
             parts = ["no catalogued flag difference explains it"]
+        elif not self.causes and all(e.flag.effective is False for e in self.explanations):
+            parts.append("none of these can act on this host")
         return f"{head}: " + "; ".join(parts)
 
     def __str__(self) -> str:

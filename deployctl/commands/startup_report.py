@@ -1,0 +1,135 @@
+"""deployctl startup-report: what SGLang decided at startup (or why it failed), from a log or the journal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.errors import InputError
+from deployctl.startup import StartupParser, StartupReport
+from deployctl.startup_render import render_report
+
+NAME = "startup-report"
+HELP = "what SGLang decided at startup (capacity, CUDA graphs, untuned kernels) or why it failed"
+DESCRIPTION = """\
+Read an SGLang startup log (0.4.10 … 0.5.23; a file, stdin, or the current invocation of a
+deployment's unit in the journal) and print the facts: outcome (ready / failed / starting) and the
+phase reached with the time each took; a failure's kind, message, ranks and evidence lines; the
+effective max_running_requests (TP0's scheduler line) next to the configured one; KV tokens,
+context length, free memory; CUDA-graph and piecewise-graph state; untuned MoE kernel configs;
+deprecated flags; the SGLang version. The log may hold \\r progress meters, ANSI colours, journald
+prefixes or millisecond timestamps. JSON keys are stable (docs/startup.md).
+
+examples:
+  deployctl startup-report /var/log/sglang/start.log
+  journalctl -u sglang-qwen35.service -o cat -a | deployctl startup-report -
+  deployctl startup-report --deployment qwen35 -i inventory/example.yaml
+  deployctl startup-report start.log --json | jq .max_running_requests
+  deployctl startup-report start.log --server-info server_info.json   # version from GET /server_info
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", metavar="FILE", help="the log ('-' for stdin)")
+    parser.add_argument("-d", "--deployment", metavar="D",
+                        help="read the current invocation of D's unit from the journal instead of FILE")
+    parser.add_argument("--server-info", metavar="FILE", help="JSON saved from GET /server_info (authoritative version)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_inventory_argument(parser)
+
+
+def read_log_lines(source: str) -> Iterator[str]:
+    """Lines of a log file or stdin, split on '\\n' only ('\\r' meters stay inside their line)."""
+    if source == "-":
+        for raw in sys.stdin.buffer:
+            yield raw.decode("utf-8", errors="replace")
+        return
+    try:
+        stream = open(source, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror}") from exc
+    with stream:
+        for raw in stream:
+            yield raw.decode("utf-8", errors="replace")
+
+
+def load_report(source: str, *, server_info: dict[str, Any] | None = None) -> StartupReport:
+    """A report from a log file (or '-') or from a saved ``startup-report --json``."""
+    if source != "-" and Path(source).is_file():
+        with open(source, "rb") as stream:
+            head = stream.read(64).lstrip()
+        if head.startswith(b"{"):
+            try:
+                data = json.loads(Path(source).read_text(encoding="utf-8"))
+                return StartupReport.from_dict(data)
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"{source} looks like JSON but is not a startup report: {exc}",
+                                 hint="give a log file or the output of `deployctl startup-report --json`") from exc
+    parser = StartupParser(server_info=server_info)
+    for line in read_log_lines(source):
+        parser.feed(line)
+    return parser.report()
+
+
+def _server_info(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected the JSON object GET /server_info returns")
+    return data
+
+
+async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | None) -> StartupReport:
+    from deployctl.adapters.http_control import ControlClient, ServerUnreachable
+    from deployctl.restart import Endpoint
+
+    inv = load_inventory_from_args(args)
+    dep = inv.deployment(args.deployment)
+    endpoint = Endpoint.from_env()
+    systemd = await endpoint.connect()
+    try:
+        state = await systemd.unit_state(dep.unit)
+    finally:
+        await systemd.close()
+    if not state.invocation_id:
+        raise InputError(f"{dep.unit} has no current invocation (it has not been started since boot)",
+                         hint=f"`systemctl status {dep.unit}`; or give a saved log FILE")
+    lines = await endpoint.journal().read(state.invocation_id)
+    if server_info is None and state.active_state == "active":
+        host = inv.host_of(dep)
+        try:
+            async with ControlClient(f"http://{host.address}:{dep.port}", timeout_s=3.0) as client:
+                server_info = await client.server_info()
+        except ServerUnreachable:
+            server_info = None
+    parser = StartupParser(server_info=server_info)
+    for line in lines:
+        if not line.from_manager:
+            parser.feed(line.text)
+    return parser.report()
+
+
+def run(args: argparse.Namespace) -> int:
+    info = _server_info(args.server_info)
+    if args.deployment:
+        if args.file:
+            raise InputError("give either FILE or --deployment, not both")
+        report = asyncio.run(_from_journal(args, info))
+    elif args.file:
+        report = load_report(args.file, server_info=info)
+    else:
+        raise InputError("no log given", hint="deployctl startup-report FILE | - | --deployment D")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(render_report(report, verbose=getattr(args, "verbose", 0) > 0))
+    return 0
