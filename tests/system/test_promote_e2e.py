@@ -1,0 +1,227 @@
+"""`deployctl promote` end to end: the real sandboxed systemd, the simulator, the CLI run inside the sandbox.
+
+The inventory is inventory/demo.yaml with free ports, a time-scaled simulator (SGLANG_SIM_SPEED /
+SGLANG_SIM_TIME_SCALE) and a tiny sweep, so the whole file stays well under five minutes on two cores.
+The tests share one ledger and run in file order: the first three are the history the fourth reads.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from deployctl.errors import ExitCode
+from deployctl.sandbox import Sandbox
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+
+REPO = Path(__file__).resolve().parents[2]
+FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
+POLICY = {
+    "bench": {"concurrency": [1, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 8,
+              "warmup_requests": 1},
+    "judge": {"min_trials": 2, "max_trials": 3, "limit_pct": 5},
+    "gates": {"startup_timeout_s": 8},
+    "verify_concurrency": [1],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_inventory(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
+    for dep in data["deployments"].values():
+        dep["port"] = _free_port()
+        dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
+    glm5 = data["deployments"]["glm5-sim"]
+    glm5["profiles"]["hangs"]["env"] = {"SGLANG_SIM_FAULT": "hang:load"}
+    # The forced fusion also costs KV capacity in the simulator; this deployment judges it by throughput.
+    glm5["policy"] = {"gates": {"max_total_num_tokens_drop_pct": 50}}
+    data["policy"] = POLICY
+    path.write_text(yaml.safe_dump(data))
+    return data
+
+
+class Cli:
+    """``deployctl`` run inside the sandbox, where every path (unit dirs, journal) is the standard one."""
+
+    def __init__(self, box: Sandbox, inventory: Path, state_dir: Path) -> None:
+        self.box, self.inventory, self.state_dir = box, inventory, state_dir
+
+    def argv(self, *args: str) -> list[str]:
+        return self.box.nsenter([sys.executable, "-m", "deployctl", *args])
+
+    def env(self) -> dict[str, str]:
+        return {"DEPLOYCTL_INVENTORY": str(self.inventory), "DEPLOYCTL_STATE_DIR": str(self.state_dir),
+                "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        import os
+
+        return subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def json(self, *args: str) -> Any:
+        done = self(*args, "--json")
+        return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("promote-e2e")
+    data = make_inventory(root / "inventory.yaml")
+    cli = Cli(sandbox, root / "inventory.yaml", root / "state")
+    install = (
+        "import asyncio, sys\nfrom pathlib import Path\nfrom deployctl.inventory import load_inventory\n"
+        "from deployctl.live_adapters import make_site, install_known_good\n"
+        f"inv = load_inventory({str(cli.inventory)!r})\n"
+        "for name in sys.argv[1:]:\n"
+        f"    out = asyncio.run(install_known_good(make_site(inv, name, Path({str(cli.state_dir)!r})), 'baseline'))\n"
+        "    assert out.ready, out.message\n"
+    )
+    done = sandbox.run([sys.executable, "-c", install, "glm5-sim", "qwen35-sim"], env=cli.env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    yield cli, data
+    for dep in data["deployments"].values():
+        sandbox.run(["systemctl", "stop", dep["unit"]])
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def _installed_profile(box: Sandbox, unit: str) -> str:
+    text = (box.unit_dir / unit).read_text()
+    assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
+    return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
+
+
+def _ledger_phase(cli: Cli) -> tuple[int, str | None, bool] | None:
+    import sqlite3
+
+    db = cli.state_dir / "ledger.sqlite3"
+    if not db.exists():
+        return None
+    con = sqlite3.connect(db, timeout=5)
+    try:
+        row = con.execute("SELECT id, phase, finished_at IS NOT NULL FROM releases WHERE kind='promote'"
+                          " ORDER BY id DESC LIMIT 1").fetchone()
+    finally:
+        con.close()
+    return row
+
+
+def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
+    cli, data = world
+    done = cli("promote", "candidate", "-d", "qwen35-sim")
+    assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
+    assert "max_running_requests 48 → 26" in done.stdout
+    assert "startup gate FAIL: effective max_running_requests fell from 48 to 26" in done.stdout
+    assert "REJECTED: rolled back" in done.stdout
+    dep = data["deployments"]["qwen35-sim"]
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
+    assert _healthy(dep["port"])
+
+
+def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
+    cli, data = world
+    out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim")
+    assert out["exit_code"] == ExitCode.REJECTED and out["verdict"] == "FAIL", out
+    worst = min(level["change_pct"] for level in out["levels"])
+    assert worst < -70, out["levels"]
+    assert any("rolled back" in d for d in out["done"])
+    assert not out["drift"]
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
+
+
+def test_neutral_candidate_passes_and_is_kept(world):
+    cli, data = world
+    done = cli("promote", "neutral", "-d", "glm5-sim")
+    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    assert "KEPT: the candidate is live" in done.stdout
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
+
+
+def test_history_shows_all_three(world):
+    cli, _ = world
+    releases = cli.json("history")
+    promotes = [(r["profile"], r["result"]) for r in releases if r["kind"] == "promote"]
+    assert promotes[:3] == [("neutral", "kept"), ("candidate-forced-fusion", "rejected"), ("candidate", "rejected")]
+    live = [r for r in releases if r["live"] and r["deployment"] == "glm5-sim"]
+    assert live[0]["profile"] == "neutral"
+    shown = cli("show", str(releases[0]["id"]))
+    header = next(line for line in shown.stdout.splitlines() if "baseline tok/s" in line)
+    assert [c.strip() for c in header.split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]
+
+
+def test_unknown_flag_fails_at_startup_and_rolls_back_with_the_servers_reason(world):
+    cli, data = world
+    done = cli("promote", "bad-flag", "-d", "glm5-sim", "--skip-preflight")
+    assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
+    assert "unrecognized arguments: --enable-warp-drive" in done.stdout
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
+
+
+def test_startup_hang_times_out_and_rolls_back(world):
+    cli, data = world
+    done = cli("promote", "hangs", "-d", "glm5-sim")
+    assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
+    assert "(timeout)" in done.stdout and "not ready after" in done.stdout
+    assert _healthy(data["deployments"]["glm5-sim"]["port"])
+
+
+def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    proc = cli.start("promote", "candidate", "-d", "glm5-sim")
+    deadline = time.monotonic() + 60
+    while (row := _ledger_phase(cli)) is None or row[1] != "BENCH" or row[2]:
+        assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached BENCH"
+        time.sleep(0.02)
+    holder = json.loads((cli.state_dir / "locks" / "glm5-sim.lock").read_text())
+    cli.box.run(["kill", "-9", str(holder["pid"])])
+    proc.wait(timeout=10)
+    assert (cli.box.runtime_unit_dir / dep["unit"]).exists(), "the trial should still be installed"
+    done = cli("abort", "-d", "glm5-sim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert f"recovered release {row[0]}" in said and "stopped during BENCH" in said and "rolled back" in said
+    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    assert _healthy(dep["port"])
+    assert cli.json("show", str(row[0]))["result"] == "aborted"
+
+
+def test_second_promote_is_busy_at_once(world):
+    cli, _ = world
+    first = cli.start("promote", "candidate", "-d", "qwen35-sim")
+    deadline = time.monotonic() + 30
+    while not (cli.state_dir / "locks" / "qwen35-sim.lock").exists() or \
+            not (cli.state_dir / "locks" / "qwen35-sim.lock").read_text():
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.02)
+    started = time.monotonic()
+    second = cli("promote", "candidate", "-d", "qwen35-sim")
+    assert second.returncode == ExitCode.BUSY, second.stdout + second.stderr
+    assert "busy" in second.stderr and "deployctl abort -d qwen35-sim" in second.stderr
+    assert time.monotonic() - started < 5
+    assert first.wait(timeout=120) == ExitCode.REJECTED
