@@ -598,3 +598,4 @@ def extract_flag_table(tree: SourceTree, version: str | None = None) -> FlagTabl
     method = ("annotated msgspec fields (arg_groups/fields) + add_cli_args" if annotated
               else "argparse add_argument calls in ServerArgs.add_cli_args")
     return FlagTable(version, prog, f"AST of {method}", (help_flag, *specs), allow_abbrev)
+

@@ -53,15 +53,17 @@ def _same_model(declared: str, reported: str) -> bool:
     return a == b or a in b or b in a
 
 
-def path_findings(python: str, facts: HostFacts, cuda_home: str | None, simulated: bool) -> list[Finding]:
+def path_findings(host_name: str, python: str, facts: HostFacts, cuda_home: str | None,
+                  simulated: bool) -> list[Finding]:
     out: list[Finding] = []
     if not facts.python_executable:
         out.append(Finding("ERROR", "host-python", f"the interpreter {python} does not exist or is not executable",
-                           "filesystem", hint="fix hosts.<host>.python (the SGLang venv's interpreter)"))
+                           "filesystem", hint=f"set hosts.{host_name}.python to the SGLang venv's interpreter"))
     if cuda_home is not None and facts.cuda_home_exists is False and not simulated:
         out.append(Finding("ERROR", "host-cuda-home",
                            f"CUDA_HOME={cuda_home} does not exist; FlashInfer and DeepGEMM JIT-compile kernels "
-                           "with it at start-up", "filesystem", hint="fix hosts.<host>.cuda_home"))
+                           "with it at start-up", "filesystem",
+                           hint=f"set hosts.{host_name}.cuda_home to an installed CUDA toolkit"))
     return out
 
 

@@ -7,7 +7,6 @@ only importer of pynvml), the filesystem, a bind on the port and ``/proc`` to se
 from __future__ import annotations
 
 import errno
-import importlib
 import os
 import shutil
 import socket
@@ -66,21 +65,12 @@ def probe_local_host(request: ProbeRequest) -> HostFacts:
 
 def local_gpus() -> tuple[GpuFact, ...] | None:
     """GPUs as NVML reports them, via the telemetry adapter; None when there is no NVML."""
-    try:
-        gpu = importlib.import_module("deployctl.adapters.gpu")
-    except ImportError:
-        return None
-    found = gpu.gpu_inventory()
+    from deployctl.adapters.gpu import gpu_inventory  # NVML is loaded only when a probe runs
+
+    found = gpu_inventory()
     if found is None:
         return None
-    return tuple(_gpu_fact(info) for info in found)
-
-
-def _gpu_fact(info: Any) -> GpuFact:
-    cc = getattr(info, "compute_capability", None)
-    memory = getattr(info, "memory_gb", None) or getattr(info, "mem_total_gb", None)
-    return GpuFact(name=str(getattr(info, "name", "?")), compute_capability=normalize_cc(cc),
-                   memory_gb=float(memory) if memory is not None else None)
+    return tuple(GpuFact(info.name, normalize_cc(info.compute_capability), info.memory_gb) for info in found)
 
 
 def normalize_cc(value: Any) -> str | None:
@@ -133,17 +123,25 @@ def _listening_pids(port: int) -> list[int]:
                 inodes.add(fields[9])
     if not inodes:
         return []
+    wanted = {f"socket:[{inode}]" for inode in inodes}
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            links = {os.readlink(f"/proc/{entry}/fd/{fd}") for fd in os.listdir(f"/proc/{entry}/fd")}
+            fds = os.listdir(f"/proc/{entry}/fd")
         except OSError:
-            continue
-        if any(f"socket:[{inode}]" in links for inode in inodes):
+            continue  # gone, or not ours to read
+        if any(_readlink(f"/proc/{entry}/fd/{fd}") in wanted for fd in fds):
             pids.append(int(entry))
     return pids
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None  # closed meanwhile (the directory listing's own fd, for one)
 
 
 def _in_unit(pid: int, unit: str) -> bool:

@@ -75,7 +75,7 @@ def run_preflight(
     if local:
         facts = host_probe(ProbeRequest(python=python, cuda_home=env.get("CUDA_HOME"), port=dep.port,
                                         unit=dep.unit, state_paths=STATE_PATHS))
-        findings += path_findings(python, facts, env.get("CUDA_HOME"), host.simulated)
+        findings += path_findings(dep.host, python, facts, env.get("CUDA_HOME"), host.simulated)
         if not host.simulated:
             gpus = host.gpus
             findings += gpu_findings(dep.host, gpus.model, gpus.count, gpus.compute_capability, facts, env)
@@ -171,7 +171,7 @@ def _unknown_finding(table: FlagTable, problem: ArgProblem, quoted: str, label: 
     what = "is ambiguous in" if problem.kind == "ambiguous" else "is not a flag of"
     code = "flag-ambiguous" if problem.kind == "ambiguous" else "flag-unknown"
     if replacement is not None:
-        if problem.kind == "unknown" and replacement.instead.startswith("--"):
+        if problem.kind == "unknown" and replacement.note.startswith("renamed"):
             code = "flag-renamed"
         return Finding("ERROR", code, f"{problem.option} {what} {label} ({replacement.note}); {label} would exit "
                        f"with {quoted}", f"{source}; {replacement.source}", hint=f"use {replacement.instead}")
