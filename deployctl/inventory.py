@@ -61,6 +61,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _empty_is_none(value: Any) -> Any:
+    """``flags:`` with every entry commented out is YAML null: read it as an empty mapping."""
+    return {} if value is None else value
+
+
 class Gpus(_Strict):
     model: str = Field(description="GPU model name, e.g. 'NVIDIA RTX PRO 6000 Blackwell'")
     count: int = Field(ge=1)
@@ -106,12 +111,16 @@ class ModelPreset(_Strict):
     flags: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, Any] = Field(default_factory=dict)
 
+    _empty = field_validator("flags", "env", mode="before")(_empty_is_none)
+
 
 class Profile(_Strict):
     extends: str | None = None
     description: str | None = None
     flags: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, Any] = Field(default_factory=dict)
+
+    _empty = field_validator("flags", "env", mode="before")(_empty_is_none)
 
 
 class Deployment(_Strict):
@@ -162,6 +171,7 @@ class Inventory(_Strict):
     deployments: dict[str, Deployment] = Field(default_factory=dict)
     policy: Policy = Field(default_factory=Policy)
 
+    _empty = field_validator("models", "deployments", "policy", mode="before")(_empty_is_none)
     _source: str = PrivateAttr(default="<inventory>")
 
     @property
@@ -374,11 +384,10 @@ def _pydantic_problems(
     problems = []
     for err in exc.errors():
         loc = prefix + tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            loc_line = marked.lines.get(loc, marked.line_of(loc))
-        else:
-            loc_line = marked.line_of(loc)
-        problems.append(Problem(file, loc_line, _dotted(loc), _message(err, root, tuple(err["loc"]))))
+        value = err.get("input")
+        if isinstance(value, str) and forbidden_character(value):
+            continue  # reported once, as a control character, by the second pass
+        problems.append(Problem(file, marked.line_of(loc), _dotted(loc), _message(err, root, tuple(err["loc"]))))
     return problems
 
 
@@ -481,8 +490,8 @@ class _Checks:
         seen_units: dict[tuple[Any, Any], str] = {}
         seen_ports: dict[tuple[Any, Any], str] = {}
         for name, dep in _mapping(data.get("deployments")).items():
-            self._deployment(name, _mapping(dep), hosts, models, data.get("policy"))
             dep = _mapping(dep)
+            self._deployment(name, dep, hosts, models, data.get("policy"))
             for seen, field in ((seen_units, "unit"), (seen_ports, "port")):
                 key = (dep.get("host"), dep.get(field))
                 if key[1] is None:
@@ -509,6 +518,8 @@ class _Checks:
 
     def _names(self, entries: Mapping[Any, Any], path: tuple[Any, ...]) -> None:
         for name in entries:
+            if isinstance(name, str) and forbidden_character(name):
+                continue  # reported as a control character
             if not (isinstance(name, str) and _NAME.fullmatch(name)):
                 self.add(path + (name,), "names are letters, digits and . _ - (starting with a letter or digit)")
 
@@ -567,6 +578,8 @@ class _Checks:
             return  # pass 1 reports a wrong type; None means no flags
         for name, value in flags.items():
             fpath = path + (name,)
+            if isinstance(name, str) and forbidden_character(name):
+                continue  # reported as a control character
             if not isinstance(name, str) or not _FLAG_NAME.fullmatch(name):
                 hint = " (write flag names without the leading '--')" if str(name).startswith("-") else ""
                 self.add(fpath, f"not a flag name{hint}: use letters, digits and - _ .")
@@ -640,6 +653,8 @@ class _Checks:
             return
         for name, value in env.items():
             epath = path + (name,)
+            if isinstance(name, str) and forbidden_character(name):
+                continue  # reported as a control character
             if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 self.add(epath, "not an environment variable name (letters, digits, _; not starting with a digit)")
                 continue

@@ -42,6 +42,8 @@ def test_bad_inventory_reports_exact_locations(path: Path) -> None:
         assert any(message in p.message for p in matching), f"{line}: {key}: {[p.message for p in matching]}"
     unexpected = [str(p) for p in problems if (p.line, p.key) not in {(line, key) for line, key, _ in expected}]
     assert not unexpected, "problems nobody expected:\n" + "\n".join(unexpected)
+    repeated = [spot for spot in set(located) if located.count(spot) > [(l, k) for l, k, _ in expected].count(spot)]
+    assert not repeated, f"one mistake reported more than once: {repeated}"
     assert all(p.file == str(path) for p in problems)
 
 

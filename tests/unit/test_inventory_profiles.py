@@ -214,3 +214,36 @@ def test_a_missing_file_says_where_inventories_come_from(tmp_path) -> None:
     with pytest.raises(InputError) as info:
         load_inventory(tmp_path / "nope.yaml")
     assert "not found" in info.value.message and "DEPLOYCTL_INVENTORY" in (info.value.hint or "")
+
+
+def test_empty_sections_read_as_empty() -> None:
+    inv = inventory("""\
+        d:
+          host: h
+          unit: sglang-d.service
+          port: 8000
+          model: m
+          profiles:
+            baseline:
+              flags:
+              env:
+        """, "policy:\n")
+    assert resolve_profile(inv, "d", "baseline").flags == {
+        "model-path": "org/model", "served-model-name": "served", "trust-remote-code": True,
+        "reasoning-parser": "glm45", "port": 8000}
+
+
+def test_a_profile_extending_itself_is_a_cycle() -> None:
+    with pytest.raises(InventoryInvalid) as info:
+        inventory("""\
+            d:
+              host: h
+              unit: sglang-d.service
+              port: 8000
+              model: m
+              profiles:
+                baseline: {extends: baseline}
+            """)
+    [problem] = info.value.problems
+    assert (problem.key, problem.message) == ("deployments.d.profiles.baseline.extends", "inheritance cycle: baseline -> baseline")
+    assert problem.line == BASE.count("\n") + 8  # the 'baseline: {extends: baseline}' line
