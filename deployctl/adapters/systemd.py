@@ -142,7 +142,7 @@ class Systemd:
         self._bus = bus
         # Every JobRemoved result by job path: ours may arrive before the RestartUnit reply is processed.
         self._jobs: OrderedDict[str, str] = OrderedDict()
-        self._job_waiters: dict[str, asyncio.Future[str]] = {}
+        self._job_waiters: dict[str, list[asyncio.Future[str]]] = {}
         self._watchers: dict[str, list[asyncio.Queue[None]]] = {}
         self._paths: dict[str, str] = {}
         bus.add_message_handler(self._on_message)
@@ -193,13 +193,13 @@ class Systemd:
             return
         if msg.member == "JobRemoved" and msg.interface == MANAGER:
             _id, job, _unit, result = msg.body
-            waiter = self._job_waiters.pop(job, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(result)
-            else:
-                self._jobs[job] = result
-                while len(self._jobs) > _REMEMBERED_JOBS:
-                    self._jobs.popitem(last=False)
+            # Kept even when someone waits: two callers can be handed the same (merged) job.
+            self._jobs[job] = result
+            while len(self._jobs) > _REMEMBERED_JOBS:
+                self._jobs.popitem(last=False)
+            for waiter in self._job_waiters.pop(job, ()):
+                if not waiter.done():
+                    waiter.set_result(result)
         elif msg.member == "PropertiesChanged" and msg.interface == PROPERTIES:
             for queue in self._watchers.get(msg.path, ()):
                 queue.put_nowait(None)
@@ -224,10 +224,10 @@ class Systemd:
 
     async def _job(self, verb: str, method: str, unit: str, timeout: float | None) -> JobResult:
         (job,) = await self._manager(method, "ss", [unit, "replace"], unit=unit)
-        outcome = self._jobs.pop(job, None)
+        outcome = self._jobs.get(job)
         if outcome is None:
-            waiter = asyncio.get_running_loop().create_future()
-            self._job_waiters[job] = waiter
+            waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._job_waiters.setdefault(job, []).append(waiter)
             try:
                 outcome = await asyncio.wait_for(waiter, timeout)
             except asyncio.TimeoutError as exc:
@@ -236,7 +236,11 @@ class Systemd:
                     hint=f"see `systemctl list-jobs` and `systemctl status {unit}`",
                 ) from exc
             finally:
-                self._job_waiters.pop(job, None)
+                waiting = self._job_waiters.get(job, [])
+                if waiter in waiting:
+                    waiting.remove(waiter)
+                if not waiting:
+                    self._job_waiters.pop(job, None)
         result = JobResult(unit=unit, verb=verb, job=job, result=outcome)
         log.info("%s %s: job %s", verb, unit, result.result)
         return result

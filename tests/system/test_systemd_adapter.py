@@ -1,0 +1,170 @@
+"""The D-Bus adapter and the unit-file layout against a real systemd 252+."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+from typing import Callable
+
+import pytest
+
+from deployctl.adapters.systemd import Systemd
+from deployctl.adapters.unitfiles import UnitFiles
+from deployctl.errors import AccessDenied, BadUnitSetting, UnitNotFound
+from deployctl.restart import Endpoint
+from deployctl.sandbox import Sandbox
+from tests.system.conftest import service_unit
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
+
+SLEEPER = "/bin/sh -c 'echo {marker}; exec sleep 600'"
+
+
+async def own_lines(endpoint: Endpoint, invocation_id: str) -> list[str]:
+    return [line.text for line in await endpoint.journal().read(invocation_id) if not line.from_manager]
+
+
+async def test_trial_overrides_known_good_until_discarded_and_keep_persists_it(
+    systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint
+) -> None:
+    name = "st-trial.service"
+    unit_files.install(name, service_unit(SLEEPER.format(marker="known-good")))
+    await systemd.reload()
+    assert (await systemd.restart(name)).ok
+    state = await systemd.unit_state(name)
+    assert state.fragment_path == f"/etc/systemd/system/{name}"
+    assert await own_lines(endpoint, state.invocation_id) == ["known-good"]
+
+    unit_files.install_trial(name, service_unit(SLEEPER.format(marker="candidate")))
+    # NeedDaemonReload does not notice a new file in a higher-priority directory: always reload.
+    await systemd.reload()
+    assert (await systemd.restart(name)).ok
+    state = await systemd.unit_state(name)
+    # /run/systemd/system.control comes before /etc/systemd/system in systemd's search path.
+    assert state.fragment_path == f"/run/systemd/system.control/{name}"
+    assert await own_lines(endpoint, state.invocation_id) == ["candidate"]
+
+    unit_files.discard_trial(name)
+    await systemd.reload()
+    assert (await systemd.restart(name)).ok
+    state = await systemd.unit_state(name)
+    assert state.fragment_path == f"/etc/systemd/system/{name}"
+    assert await own_lines(endpoint, state.invocation_id) == ["known-good"]
+
+    unit_files.install_trial(name, service_unit(SLEEPER.format(marker="kept")))
+    unit_files.keep(name)
+    assert unit_files.previous(name) == service_unit(SLEEPER.format(marker="known-good"))
+    await systemd.reload()
+    assert (await systemd.restart(name)).ok
+    state = await systemd.unit_state(name)
+    assert state.fragment_path == f"/etc/systemd/system/{name}" and not state.need_daemon_reload
+    assert await own_lines(endpoint, state.invocation_id) == ["kept"]
+    unit_files.install(name, service_unit(SLEEPER.format(marker="edited")))
+    assert (await systemd.unit_state(name)).need_daemon_reload  # an edited fragment is noticed
+    await systemd.reload()
+    await systemd.stop(name)
+
+
+async def test_unknown_unit_and_bad_unit_file_map_to_deployctl_errors(
+    systemd: Systemd, unit_files: UnitFiles
+) -> None:
+    with pytest.raises(UnitNotFound) as missing:
+        await systemd.restart("st-no-such-unit.service")
+    assert missing.value.hint
+    name = "st-bad.service"
+    unit_files.install(name, "[Unit]\nX-Deployctl-Deployment=systest\n[Service]\nType=exec\n")  # no ExecStart=
+    await systemd.reload()
+    with pytest.raises(BadUnitSetting) as bad:
+        await systemd.restart(name)
+    assert name in bad.value.message and "systemd-analyze verify" in (bad.value.hint or "")
+    state = await systemd.unit_state(name)
+    assert state.load_state == "bad-setting"
+
+
+async def test_every_job_result_arrives_for_instant_jobs(systemd: Systemd, unit_files: UnitFiles) -> None:
+    # A oneshot with no work finishes before the RestartUnit reply is even read: the race the adapter avoids.
+    name = "st-instant.service"
+    unit_files.install(name, "[Unit]\nX-Deployctl-Deployment=systest\nStartLimitIntervalSec=0\n"
+                             "[Service]\nType=oneshot\nExecStart=/bin/true\n")
+    await systemd.reload()
+    results = await asyncio.wait_for(asyncio.gather(*(systemd.restart(name) for _ in range(30))), 30)
+    # Concurrent restarts of one unit are merged into fewer jobs; every caller still gets its job's result.
+    assert {r.result for r in results} <= {"done", "canceled"}
+    for _ in range(30):
+        assert (await asyncio.wait_for(systemd.restart(name), 5)).result == "done"
+
+
+async def test_watch_reports_state_changes(systemd: Systemd, unit_files: UnitFiles) -> None:
+    name = "st-watch.service"
+    unit_files.install(name, service_unit("/bin/sh -c 'sleep 0.5; exit 4'"))
+    await systemd.reload()
+    watch = systemd.watch(name)
+    try:
+        first = await watch.__anext__()
+        assert first.name == name
+        assert (await systemd.restart(name)).ok
+
+        async def until_failed() -> str:
+            async for state in watch:
+                if state.active_state == "failed":
+                    return state.exit_description
+            return ""
+
+        assert await asyncio.wait_for(until_failed(), 10) == "exited with status 4"
+    finally:
+        await watch.aclose()
+
+
+def _as_nobody_in(sandbox: Sandbox, unit: str) -> dict[str, str]:
+    """Fork; the child enters the sandbox's mount namespace, drops to nobody, and tries a restart."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        result: dict[str, str] = {}
+        try:
+            os.close(read_fd)
+            libc = ctypes.CDLL(None, use_errno=True)
+            ns = os.open(f"/proc/{sandbox.pid}/ns/mnt", os.O_RDONLY)
+            if libc.setns(ns, 0x00020000) != 0:  # CLONE_NEWNS
+                raise OSError(ctypes.get_errno(), "setns")
+            os.chdir("/")
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+
+            async def attempt() -> None:
+                systemd = await Systemd.connect("unix:path=/run/dbus/system_bus_socket")
+                try:
+                    result["state"] = (await systemd.unit_state(unit)).active_state  # reading is allowed
+                    await systemd.restart(unit)
+                    result["error"] = "none"
+                except AccessDenied as exc:
+                    result.update(error="AccessDenied", message=exc.message, hint=exc.hint or "")
+                finally:
+                    await systemd.close()
+
+            asyncio.run(attempt())
+        except BaseException as exc:  # report anything to the parent
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(write_fd, json.dumps(result).encode())
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+async def test_non_root_caller_gets_the_access_denied_hint(
+    sandbox: Sandbox, systemd: Systemd, unit_files: UnitFiles
+) -> None:
+    name = "st-denied.service"
+    unit_files.install(name, service_unit(SLEEPER.format(marker="x")))
+    await systemd.reload()
+    result = await asyncio.to_thread(_as_nobody_in, sandbox, name)
+    assert result.get("error") == "AccessDenied", result
+    assert result["state"] == "inactive"
+    assert "root" in result["hint"] and "polkit" in result["hint"]
