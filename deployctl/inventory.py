@@ -173,11 +173,17 @@ class Inventory(_Strict):
 
     _empty = field_validator("models", "deployments", "policy", mode="before")(_empty_is_none)
     _source: str = PrivateAttr(default="<inventory>")
+    _directory: str | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str:
-        """The inventory file as it was named when loaded (templates are looked up next to it)."""
+        """The inventory file as it was named when loaded."""
         return self._source
+
+    @property
+    def directory(self) -> str | None:
+        """The absolute directory of the inventory file (templates are looked up there first)."""
+        return self._directory
 
     def deployment(self, name: str) -> Deployment:
         try:
@@ -223,7 +229,9 @@ def load_inventory(path: str | FsPath) -> Inventory:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read inventory {name}: {exc}") from None
-    return parse_inventory(text, name)
+    inventory = parse_inventory(text, name)
+    inventory._directory = str(FsPath(path).resolve().parent)
+    return inventory
 
 
 def parse_inventory(text: str, file: str = "<inventory>") -> Inventory:

@@ -176,9 +176,7 @@ def _optional(key: str, value: str | None) -> str | None:
 
 
 def _template_dirs(inv: Inventory) -> tuple[str, ...]:
-    source = Path(inv.source)
-    dirs = [str(source.resolve().parent)] if source.is_file() else []
-    return (*dirs, str(REPO_TEMPLATES))
+    return (inv.directory, str(REPO_TEMPLATES)) if inv.directory else (str(REPO_TEMPLATES),)
 
 
 @lru_cache(maxsize=8)

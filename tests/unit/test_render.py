@@ -187,7 +187,7 @@ def test_optional_directives(tmp_path: Path) -> None:
     assert "EnvironmentFile" not in text
 
 
-def test_a_template_next_to_the_inventory_wins(tmp_path: Path) -> None:
+def test_a_template_next_to_the_inventory_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = yaml.safe_load(EXAMPLE.read_text())
     data["deployments"]["glm5"]["template"] = "custom.service.j2"
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
@@ -195,7 +195,10 @@ def test_a_template_next_to_the_inventory_wins(tmp_path: Path) -> None:
         "[Unit]\nX-Deployctl-Deployment={{ deployment }}\nX-Deployctl-Profile={{ profile }}\n"
         "X-Deployctl-Hash={{ content_hash }}\n[Service]\nExecStart={{ exec_start }}\n"
         "Environment={{ 'odd \"value\"' | exec_arg }}\n")
-    unit = render_unit(load_inventory(tmp_path / "inv.yaml"), "glm5", "baseline")
+    monkeypatch.chdir(tmp_path)
+    inv = load_inventory("inv.yaml")  # a relative name, then the working directory changes
+    monkeypatch.chdir("/")
+    unit = render_unit(inv, "glm5", "baseline")
     assert unit.text.startswith("[Unit]\nX-Deployctl-Deployment=glm5\n")
     assert 'Environment="odd \\"value\\""' in unit.text
     assert read_stamp(unit.text).intact
