@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from deployctl.errors import InputError
 from deployctl.preflight.flagtable import FlagSpec, FlagTable, Nargs
@@ -150,7 +150,7 @@ class _Modules:
                 scope[stmt.target.id] = stmt.value
         if attr not in scope:
             raise _Unresolved(attr)
-        env = {k: _Lazy(self, v, ref.module) for k, v in scope.items() if k != attr}
+        env = {k: _Lazy(lambda v=v: self.value(v, ref.module)) for k, v in scope.items() if k != attr}
         return self.value(scope[attr], ref.module, env)
 
     def enum_members(self, ref: _ClassRef) -> list[_EnumMember]:
@@ -235,22 +235,21 @@ class _Modules:
 
     def _function_result(self, ref: _FuncRef) -> Any:
         """A helper like ``_tool_call_parser_choices()``: the first ``return`` that resolves statically."""
+        # Function-local ``from x import NAME`` statements bind names for its return statements.
+        env: dict[str, Any] = {}
+        for stmt in ast.walk(ref.node):
+            if isinstance(stmt, ast.ImportFrom):
+                source = self._absolute(ref.module, stmt)
+                for alias in stmt.names:
+                    env[alias.asname or alias.name] = _Lazy(
+                        lambda source=source, name=alias.name: self.lookup(source, name))
         for stmt in ast.walk(ref.node):
             if isinstance(stmt, ast.Return):
                 try:
-                    return self.value(stmt.value, self._function_module(ref, stmt))
+                    return self.value(stmt.value, ref.module, env)
                 except _Unresolved:
                     continue
         raise _Unresolved(ref.node.name)
-
-    def _function_module(self, ref: _FuncRef, ret: ast.Return) -> str:
-        # A function-local ``from x import NAME`` rebinds NAME for its return statements.
-        for stmt in ast.walk(ref.node):
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and _names_in(ret) & {
-                a.asname or a.name for a in stmt.names
-            }:
-                return _ImportScope.register(self, ref.module, stmt)
-        return ref.module
 
     def _iterate(self, value: Any) -> list[Any]:
         if isinstance(value, _ClassRef):
@@ -266,26 +265,14 @@ class _Modules:
         raise _Unresolved(repr(value))
 
 
-class _ImportScope:
-    """Binds a function-local ``from x import y`` as a synthetic module so ``lookup`` can follow it."""
-
-    @staticmethod
-    def register(modules: _Modules, module: str, stmt: ast.ImportFrom) -> str:
-        synthetic = f"{module}.<local:{stmt.lineno}>"
-        modules._cache[synthetic] = ast.Module(body=[stmt], type_ignores=[])
-        return synthetic
-
-
 class _Lazy:
-    def __init__(self, modules: _Modules, node: ast.expr, module: str) -> None:
-        self.modules, self.node, self.module = modules, node, module
+    """A name bound to something evaluated only if it is used (most bindings never are)."""
+
+    def __init__(self, thunk: Callable[[], Any]) -> None:
+        self.thunk = thunk
 
     def get(self) -> Any:
-        return self.modules.value(self.node, self.module)
-
-
-def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        return self.thunk()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +280,7 @@ def _names_in(node: ast.AST) -> set[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _action_name(modules: _Modules, node: ast.expr | None, module: str) -> str:
+def _action_name(node: ast.expr | None) -> str:
     if node is None:
         return "store"
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -373,7 +360,7 @@ def _spec_from_call(modules: _Modules, call: ast.Call, module: str, env: dict[st
     if not names or not names[0].startswith("-"):
         return None
     kw = {k.arg: k.value for k in call.keywords if k.arg}
-    action = _action_name(modules, kw.get("action"), module)
+    action = _action_name(kw.get("action"))
     nargs: Nargs
     if "nargs" in kw:
         try:
@@ -414,7 +401,7 @@ def _add_argument_specs(
     specs: list[FlagSpec] = []
     for stmt in function.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            env[stmt.targets[0].id] = _Lazy(modules, stmt.value, module)
+            env[stmt.targets[0].id] = _Lazy(lambda value=stmt.value: modules.value(value, module))
             continue
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             continue
@@ -546,7 +533,7 @@ def _spec_from_field(modules: _Modules, field: _Field) -> FlagSpec | None:
     choices, dynamic = _choices(modules, meta.get("choices"), module, {})
     type_parser = _type_name(meta["type_parser"]) if "type_parser" in meta else None
     if "action" in meta:
-        action = _action_name(modules, meta["action"], module)
+        action = _action_name(meta["action"])
         extra = get("action_kwargs") or {}
         nargs = extra.get("nargs", _default_nargs(modules, action, module)) if isinstance(extra, dict) else None
         return FlagSpec(_option_strings(names, action), field.name, action, nargs, "str", choices, dynamic,

@@ -144,8 +144,20 @@ def _readlink(path: str) -> str | None:
         return None  # closed meanwhile (the directory listing's own fd, for one)
 
 
+_SERVER_MODULES = ("sglang.launch_server", "deployctl.sim")
+
+
 def _in_unit(pid: int, unit: str) -> bool:
-    return any(line.rstrip().endswith(f"/{unit}") for line in _read(f"/proc/{pid}/cgroup").splitlines())
+    """Whether ``pid`` runs in ``unit``: its cgroup says so, or, where cgroups do not tell processes apart
+    (a container without delegation, the test sandbox: the holder shares deployctl's own cgroups), it
+    runs the server module."""
+    cgroups = _read(f"/proc/{pid}/cgroup")
+    if any(line.rstrip().endswith(f"/{unit}") for line in cgroups.splitlines()):
+        return True
+    if cgroups != _read("/proc/self/cgroup"):
+        return False
+    argv = _read(f"/proc/{pid}/cmdline").split("\0")
+    return any(module in argv for module in _SERVER_MODULES)
 
 
 def _read(path: str) -> str:

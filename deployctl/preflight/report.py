@@ -20,6 +20,11 @@ class Finding:
     source: str  # the fact it rests on: a catalogue entry with SGLang file:line, the flag table, NVML…
     hint: str | None = None
 
+    def one_line(self) -> str:
+        """``LEVEL code: message (fix: …) [source: …]`` for logs, the ledger and promote's report."""
+        fix = f" (fix: {self.hint})" if self.hint else ""
+        return f"{self.level} {self.code}: {self.message}{fix} [source: {self.source}]"
+
 
 @dataclass(frozen=True)
 class PreflightReport:
@@ -46,6 +51,10 @@ class PreflightReport:
     def refuses(self, force: bool) -> bool:
         """An ERROR always refuses; a WARN refuses unless the operator forces past warnings."""
         return bool(self.errors) or (bool(self.warnings) and not force)
+
+    def blocking(self, force: bool) -> list[Finding]:
+        """The findings that make :meth:`refuses` true (errors, plus warnings unless forced)."""
+        return self.errors + ([] if force else self.warnings)
 
     def summary(self) -> str:
         return f"{len(self.errors)} error(s), {len(self.warnings)} warning(s), {len(self.infos)} note(s)"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from deployctl.errors import InputError
-from deployctl.preflight.hostfacts import normalize_cc, port_state, probe_local_host, ProbeRequest
+from deployctl.preflight.hostfacts import ProbeRequest, normalize_cc, port_state, probe_local_host
 from deployctl.preflight.installed import probe_interpreter
 
 
@@ -65,3 +66,24 @@ def test_interpreter_probe_without_sglang() -> None:
 def test_interpreter_probe_of_a_missing_interpreter(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         probe_interpreter(str(tmp_path / "python3"))
+
+
+def test_a_server_sharing_our_cgroups_is_taken_for_the_unit(tmp_path: Path) -> None:
+    # Without cgroup delegation (containers, the sandbox) the unit's process has deployctl's cgroups;
+    # its command line (-m deployctl.sim / -m sglang.launch_server) identifies it instead.
+    script = ("import socket,sys,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); "
+              "print(s.getsockname()[1], flush=True); time.sleep(30)")
+    server = subprocess.Popen([sys.executable, "-c", script, "-m", "deployctl.sim"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        try:
+            other_port = int(other.stdout.readline())
+            assert port_state(port, "sglang-sim.service")[0] == "held_by_unit"
+            assert port_state(other_port, "sglang-sim.service")[0] == "held_by_other"
+        finally:
+            other.kill()
+            other.wait()
+    finally:
+        server.kill()
+        server.wait()
