@@ -15,6 +15,7 @@ import yaml
 
 Path = tuple[Any, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_COLLECTION_TAGS = {"sequence": ("tag:yaml.org,2002:seq",), "mapping": ("tag:yaml.org,2002:map",)}
 
 
 @dataclass
@@ -52,15 +53,17 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path, out: MarkedYaml
     if isinstance(node, yaml.ScalarNode):
         out.raw[path] = node.value
         return loader.construct_object(node, deep=True)
+    if node.tag not in _COLLECTION_TAGS.get(node.id, ()):
+        # Only plain lists and mappings: a tag such as !!python/object is refused, never interpreted.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"unsupported YAML tag {node.tag!r}", node.start_mark)
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             out.lines[path + (index,)] = item.start_mark.line + 1
             items.append(_build(loader, item, path + (index,), out))
         return items
-    if isinstance(node, yaml.MappingNode):
-        return _build_mapping(loader, node, path, out)
-    raise yaml.constructor.ConstructorError(None, None, f"unsupported node {node.id}", node.start_mark)
+    return _build_mapping(loader, node, path, out)
 
 
 def _build_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, path: Path, out: MarkedYaml) -> dict:
