@@ -31,7 +31,8 @@ from deployctl.startup_failure import (
     exception_message,
     unknown_flags,
 )
-from deployctl.startup_lines import Rank, Record, split_records
+from deployctl.startup_lines import EMBEDDED_RE as _EMBEDDED_RE
+from deployctl.startup_lines import Rank, Record, simple_record, split_records
 from deployctl.startup_serverargs import known_field_sets, parse_server_args, version_from_fields
 
 PHASES = ("arguments", "distributed_init", "load_weights", "kv_cache", "cuda_graphs", "http_server",
@@ -301,7 +302,7 @@ class StartupParser:
 
     def __init__(self, server_info: Mapping[str, Any] | None = None) -> None:
         self._lines = 0
-        self._recent: deque[str] = deque(maxlen=_EVIDENCE_WINDOW)
+        self._recent: deque[Record | str] = deque(maxlen=_EVIDENCE_WINDOW)  # formatted only when needed
         self._phase_start: dict[str, tuple[str, int | None]] = {}
         self._first_ts: tuple[str, int | None] | None = None
         self._last_ts: tuple[str, int | None] | None = None
@@ -326,7 +327,7 @@ class StartupParser:
         self._deprecations: dict[str, Deprecation] = {}
         self._notices: dict[str, None] = {}
         self._ranks: set[Rank] = set()
-        self._version_cues: list[tuple[str, str]] = []
+        self._version_cues: dict[str, str] = {}  # reason → version family (bounded: a fixed set of cues)
         self._usage = False
         self._usage_options: set[str] = set()
         self._argparse_prog: str | None = None
@@ -349,6 +350,15 @@ class StartupParser:
 
     def feed(self, line: str) -> None:
         self._lines += 1
+        rec = simple_record(line)
+        if rec is not None:
+            self._on_record(rec)
+            return
+        first = line[:1]
+        if (first == " " or first.islower()) and "\r" not in line and "\x1b" not in line \
+                and _EMBEDDED_RE.search(line) is None:
+            self._on_bare(line.rstrip())  # traceback frames, usage lines: no prefix of any kind
+            return
         for rec in split_records(line):
             if rec.ts is not None:
                 self._on_record(rec)
@@ -367,6 +377,10 @@ class StartupParser:
         if phase not in self._phase_start:
             self._phase_start[phase] = (rec.ts, rec.ms)  # type: ignore[assignment]
 
+    def _cue(self, version: str, reason: str) -> None:
+        if reason not in self._version_cues:
+            self._version_cues[reason] = version
+
     def _on_record(self, rec: Record) -> None:
         stamp = (rec.ts, rec.ms)
         if self._first_ts is None:
@@ -377,7 +391,7 @@ class StartupParser:
         if rank is not None and rank not in self._ranks:
             self._ranks.add(rank)
         msg = rec.text
-        self._recent.append(_clip(_label(rec)))
+        self._recent.append(rec if len(msg) <= _MAX_LINE_KEEP else rec._replace(text=_clip(msg)))
         if self._usage:
             self._usage = False
         first = msg[:1]
@@ -386,7 +400,7 @@ class StartupParser:
             return
         if first == "P" and msg.startswith("Prefill batch"):
             if msg.startswith("Prefill batch. "):
-                self._version_cues.append(("0.4.10.post2", "'Prefill batch.' with a period (0.4.x)"))
+                self._cue("0.4.10.post2", "'Prefill batch.' with a period (0.4.x)")
             return
         if '" 200' in msg or '" 4' in msg or '" 5' in msg:
             self._on_access(msg)
@@ -398,10 +412,10 @@ class StartupParser:
             if msg.startswith("Init torch distributed begin") or msg.startswith("Init parallel begin"):
                 self._mark("distributed_init", rec)
                 if msg.startswith("Init parallel"):
-                    self._version_cues.append(("0.5.23", "'Init parallel begin.' (0.5.23)"))
+                    self._cue("0.5.23", "'Init parallel begin.' (0.5.23)")
                 return
             if msg.startswith("Init torch distributed ends. mem usage="):
-                self._version_cues.append(("0.4.10.post2", "'Init torch distributed ends.' without elapsed"))
+                self._cue("0.4.10.post2", "'Init torch distributed ends.' without elapsed")
                 return
             if msg.startswith("Initialization failed. warmup error"):
                 self._fail("warmup_failed", msg, evidence=(_label(rec),), rank=None)
@@ -489,7 +503,7 @@ class StartupParser:
             return
         method, path, status = match.groups()
         if path.startswith("/get_model_info"):
-            self._version_cues.append(("0.4.10.post2", "warm-up polls GET /get_model_info (0.4.x)"))
+            self._cue("0.4.10.post2", "warm-up polls GET /get_model_info (0.4.x)")
         if self._http_up and not self._ready and self._warmup_request is None and method == "POST" \
                 and path.startswith(_WARMUP_PATHS):
             self._warmup_request = f"{method} {path}"
@@ -497,19 +511,22 @@ class StartupParser:
                 self._warmup_request += f" ({status})"
 
     def _on_dump(self, msg: str) -> None:
-        parsed = parse_server_args(msg)
-        if parsed is None or self._server_args is not None:
+        if self._server_args is not None:  # one dump per start; a second one is another start's
             return
-        self._server_args, self._server_args_format = parsed
+        parsed = parse_server_args(msg)
+        if parsed is not None:
+            self._server_args, self._server_args_format = parsed
 
     def _on_load_end(self, msg: str, rank: Rank | None) -> None:
         match = _LOAD_END_RE.match(msg)
         if not match:
             return
         if match.group(1) is None:
-            self._version_cues.append(("0.4.10.post2", "'Load weight end.' without elapsed= (0.4.x/0.5.8)"))
+            self._cue("0.4.10.post2", "'Load weight end.' without elapsed= (0.4.x/0.5.8)")
         elif match.group(4):
-            self._version_cues.append(("0.5.9", "'Load weight end.' with elapsed= and dtype= (0.5.9)"))
+            self._cue("0.5.9", "'Load weight end.' with elapsed= and dtype= (0.5.9)")
+        else:
+            self._cue("0.5.10", "'Load weight end.' without dtype= (0.5.10+)")
         # The first rank's figures, replaced by TP0's (a node-1 log of a multi-node run has no TP0).
         if self._model_class is None or (_tp(rank) == 0 and self._weights_rank != 0):
             self._model_class = match.group(3)
@@ -524,7 +541,7 @@ class StartupParser:
             return
         dtype, tokens, k, v, kv = match.groups()
         if dtype is not None:
-            self._version_cues.append(("0.5.23", "'KV Cache is allocated. dtype:' (0.5.23)"))
+            self._cue("0.5.23", "'KV Cache is allocated. dtype:' (0.5.23)")
         self._kv = KvCache(int(tokens), dtype=dtype, k_gb=float(k) if k else None,
                            v_gb=float(v) if v else None, kv_gb=float(kv) if kv else None)
         self._kv_rank = _tp(rank)
@@ -621,7 +638,7 @@ class StartupParser:
     def _on_bare(self, text: str) -> None:
         if not text:
             return
-        self._recent.append(_clip(text))
+        self._recent.append(text if len(text) <= _MAX_LINE_KEEP else _clip(text))
         if self._usage:
             error = ARGPARSE_ERROR_RE.match(text)
             if error:
@@ -658,7 +675,7 @@ class StartupParser:
                 tb.after.append(line)
             return
         if "sglang serve' is the recommended entrypoint" in text:
-            self._version_cues.append(("0.5.10", "launch_server UserWarning (0.5.10+)"))
+            self._cue("0.5.10", "launch_server UserWarning (0.5.10+)")
         if "eprecat" in text:
             self._on_deprecation(text)
         if not text[:1].isspace() and len(self._notices) < _MAX_NOTICES:
@@ -669,9 +686,9 @@ class StartupParser:
 
     def _on_argparse_error(self, text: str, prog: str, detail: str) -> None:
         if prog == "sglang serve":
-            self._version_cues.append(("0.5.10", "argparse prog 'sglang serve' (0.5.10+)"))
+            self._cue("0.5.10", "argparse prog 'sglang serve' (0.5.10+)")
         elif prog == "launch_server.py":
-            self._version_cues.append(("0.5.9", "argparse prog 'launch_server.py' (before 0.5.10)"))
+            self._cue("0.5.9", "argparse prog 'launch_server.py' (before 0.5.10)")
         flags = unknown_flags(detail)
         kind = "unknown_flag" if flags else "bad_flag"
         self._fail(kind, text, evidence=(_clip(text),), rank=None, unknown=flags)
@@ -712,7 +729,7 @@ class StartupParser:
                 failure = _merge_failure(_copy_failure(failure), found)
         if failure is None and self._sigquit is not None:
             failure = _Failure("exception", "a scheduler process failed (Received sigquit from a child process)",
-                               tuple(self._recent)[-12:], None, [])
+                               tuple(r if isinstance(r, str) else _label(r) for r in self._recent)[-12:], None, [])
         outcome = "failed" if failure else "ready" if self._ready else "starting"
         args = self._server_args
         version, source, evidence = self._version()
@@ -849,33 +866,32 @@ class StartupParser:
         return _version_from_cues(self._version_cues, self._usage_options)
 
 
-def _version_from_cues(cues: list[tuple[str, str]], options: set[str]) -> tuple[str | None, str | None, str | None]:
+def _version_from_cues(cues: Mapping[str, str], options: set[str]) -> tuple[str | None, str | None, str | None]:
+    """The version from format cues (facts §9) when there is no dump: each cue names a family
+    (0.4.x, 0.5.9-and-before, 0.5.10+, 0.5.23); an argparse usage block adds its option names,
+    compared with the known ServerArgs field sets."""
+    families = set(cues.values())
+    evidence = "; ".join(cues)
+    if "0.5.23" in families:
+        return "0.5.23", "log_inferred", evidence
     candidates = list(known_field_sets())
-    reasons: list[str] = []
-    names = {cue for cue, _ in cues}
-    for version, reason in dict(cues).items():
-        del version
-        reasons.append(reason)
-    if "0.5.23" in names:
-        return "0.5.23", "log_inferred", "; ".join(dict.fromkeys(reasons))
-    if "0.5.10" in names:
+    if "0.5.10" in families:
         candidates = [v for v in candidates if _vkey(v) >= _vkey("0.5.10")]
-    if "0.5.9" in names:
+    elif "0.5.9" in families:
         candidates = [v for v in candidates if _vkey(v) < _vkey("0.5.10")]
-    if "0.4.10.post2" in names and "0.5.9" not in names and "0.5.10" not in names:
+        if "0.4.10.post2" not in families:
+            candidates = [v for v in candidates if _vkey(v) >= _vkey("0.5")]
+    elif "0.4.10.post2" in families:
         candidates = [v for v in candidates if _vkey(v) < _vkey("0.5")]
-    if options:
+    if options and candidates:
         wanted = {option.replace("-", "_") for option in options}
         sets = known_field_sets()
-        scored = sorted(candidates, key=lambda v: len(wanted & sets[v]) / len(wanted | sets[v]), reverse=True)
-        if scored:
-            reasons.append(f"argparse usage lists {len(options)} options, nearest to the {scored[0]} fields")
-            return scored[0], "log_inferred", "; ".join(dict.fromkeys(reasons))
-    if len(candidates) == 1 and reasons:
-        return candidates[0], "log_inferred", "; ".join(dict.fromkeys(reasons))
-    if reasons:
-        return None, None, "; ".join(dict.fromkeys(reasons))
-    return None, None, None
+        best = max(candidates, key=lambda v: len(wanted & sets[v]) / len(wanted | sets[v]))
+        reason = f"argparse usage lists {len(options)} options, nearest to the {best} fields"
+        return best, "log_inferred", f"{evidence}; {reason}" if evidence else reason
+    if families and len(candidates) == 1:
+        return candidates[0], "log_inferred", evidence
+    return None, None, evidence or None
 
 
 def _vkey(version: str) -> tuple[int, ...]:

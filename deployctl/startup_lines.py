@@ -10,8 +10,7 @@ line, so the parser never sees a ``\\r`` or an escape sequence.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 # Order differs by version (A: DP TP EP PP; C+: DP PP ATTN_CP MOE_DP TP EP), so accept any order.
 _RANK_PART = r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
@@ -30,8 +29,7 @@ _JOURNAL_RE = re.compile(
 _UVICORN_LEVEL_RE = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 
 
-@dataclass(frozen=True)
-class Rank:
+class Rank(NamedTuple):
     """A scheduler process's parallel coordinates, from its log prefix (absent parts are None)."""
 
     tp: int | None = None
@@ -48,10 +46,10 @@ class Rank:
         return " ".join(f"{name}{value}" for name, value in parts if value is not None)
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One log record. ``ts`` is ``YYYY-MM-DD HH:MM:SS`` (+ ``ms``) or None for a bare line;
-    ``rank`` is None for the main process, the detokenizer and bare lines."""
+    ``rank`` is None for the main process, the detokenizer and bare lines. (A tuple: the parser
+    makes one per record, and a frozen dataclass costs three times as much to build.)"""
 
     text: str
     ts: str | None = None
@@ -82,6 +80,24 @@ def _strip_journal(line: str) -> str:
         if match:
             return line[match.end():]
     return line
+
+
+EMBEDDED_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:")
+
+
+def simple_record(line: str) -> Record | None:
+    """The common case in one regex match: a single prefixed record with no '\\r', ANSI or journald
+    prefix and nothing glued to it. None means: use ``split_records``."""
+    if not line.startswith("[") or "\r" in line or "\x1b" in line:
+        return None
+    match = PREFIX_RE.match(line)
+    if match is None or EMBEDDED_RE.search(line, match.end()) is not None:
+        return None
+    text = line[match.end():].rstrip()
+    if text[:1] in "IWEDC" and ":" in text[:9]:
+        text = _UVICORN_LEVEL_RE.sub("", text, count=1)
+    ms = match.group(2)
+    return Record(text, match.group(1), int(ms[:3].ljust(3, "0")) if ms else None, _rank(match.group(3).strip()))
 
 
 def split_records(raw: str) -> Iterator[Record]:
