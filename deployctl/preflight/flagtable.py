@@ -132,8 +132,13 @@ def shipped_versions() -> list[str]:
 
 
 def shipped_table(version: str) -> FlagTable | None:
-    """The shipped flag table of ``version`` (extracted from the real wheel), or None."""
-    path = resources.files(__package__) / f"flags-{version}.json"
-    if not path.is_file():
+    """The shipped flag table of ``version`` (extracted from the real wheel), or None.
+
+    Like the simulator's SGLANG_SIM_VERSION, a version names the shipped build it prefixes
+    ("0.4.10" → "0.4.10.post2")."""
+    names = shipped_versions()
+    found = version if version in names else next((n for n in names if n.startswith(version + ".")), None)
+    if found is None:
         return None
+    path = resources.files(__package__) / f"flags-{found}.json"
     return FlagTable.from_json(path.read_text(encoding="utf-8"))

@@ -116,7 +116,7 @@ def _sglang_for(simulated: bool, probe: bool, python: str, env: dict[str, str],
                 "WARN", "flags-unchecked",
                 f"no flag table ships for simulated SGLang {version} (shipped: {', '.join(shipped_versions())}); "
                 "the flags were not checked", "deployctl/preflight/flags-<version>.json"),))
-        return _Sglang(version, table, None, ())
+        return _Sglang(table.sglang_version, table, None, ())
     if not probe:
         return _Sglang(None, None, None, ())
     try:

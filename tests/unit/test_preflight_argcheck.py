@@ -37,7 +37,9 @@ def fatal(problems):
 
 
 def test_shipped_tables_cover_the_simulated_versions() -> None:
-    assert {"0.5.9", "0.5.10", "0.5.23"} <= set(shipped_versions())
+    assert shipped_versions() == ["0.4.10.post2", "0.5.9", "0.5.10", "0.5.23"]
+    assert shipped_table("0.4.10").sglang_version == "0.4.10.post2"  # as SGLANG_SIM_VERSION resolves it
+    assert shipped_table("0.5.1") is None
 
 
 @pytest.mark.parametrize(
