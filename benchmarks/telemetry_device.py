@@ -50,7 +50,6 @@ def main() -> None:
     if sampler.unavailable:
         print("GPU telemetry unavailable:", sampler.unavailable)
     sampler.start()
-    phases = []
     t0 = time.time()
     time.sleep(args.idle)
     t1 = time.time()

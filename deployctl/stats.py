@@ -10,10 +10,10 @@ over both sides, turned back into a relative change (``exp(x) − 1``). Why this
   which is proportional to the value, roughly constant.
 - With 2–5 trials a side a bootstrap has almost nothing to resample (two values give three distinct
   means), and its intervals are too narrow; t intervals are exact for normal noise at any n.
-- Welch's unequal-variance interval was measured too (``benchmarks/judge_calibration.py``'s design
-  notes, docs/judge.md): with 2–3 trials on one side its degrees of freedom collapse towards 1 and the
-  interval becomes useless (t(0.975, 1) = 12.7). Both sides run the same server software on the same
-  host under the same load, so one relative noise level for both is the better assumption.
+- Welch's unequal-variance interval was simulated too (docs/judge.md): with 2–3 trials on one
+  side its degrees of freedom collapse towards 1 and the interval becomes useless
+  (t(0.975, 1) = 12.7). Both sides run the same server software on the same host under the same
+  load, so one relative noise level for both is the better assumption.
 - Sequential looks: the judge may look at the same comparison after every added trial. Each look is a
   fresh chance of a false verdict, so the interval of each look is widened by Bonferroni over the
   number of looks the budget allows (``looks``); the stated confidence then holds over all of them.

@@ -268,3 +268,10 @@ def test_zero_throughput_trial_is_left_out():
     cand = [replace(trial(64, 1, 1.0), output_tok_s=0.0), trial(64, 2, 1000.0), trial(64, 3, 1001.0)]
     v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
     assert "C=64: candidate trial 1 not judged: no output tok/s measured" in v.notes
+
+
+def test_only_advisory_levels_pass_and_say_so():
+    policy = JudgePolicy(levels={64: LevelRule(role="advisory")})
+    v = judge(sweep({64: BASE}), sweep({64: [700.0, 702.0]}), policy)
+    assert v.outcome is Outcome.PASS
+    assert v.reasons[0] == "PASS: every level is advisory, none decides"
