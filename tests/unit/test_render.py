@@ -136,6 +136,7 @@ def test_unit_settings_the_controller_relies_on() -> None:
         "LimitNOFILE": "1048576", "LogRateLimitIntervalSec": "0",
     }
     assert sum(line.startswith("ExecStart=") for line in lines) == 1
+    assert "\nStartLimitIntervalSec=0\n" in text.split("[Service]")[0]
 
 
 def test_simulated_hosts_run_the_simulator_with_the_host_facts() -> None:

@@ -69,3 +69,26 @@ def test_systemd_passes_hostile_values_verbatim(sandbox: Sandbox, tmp_path: Path
     assert received["argv"] == exec_argv(inv, inv.deployment("d"), resolved)[1:]
     expected_env = unit_environment(inv.host_of("d"), resolved)
     assert {k: received["env"].get(k) for k in expected_env} == expected_env
+
+
+def test_quick_restarts_never_hit_the_start_limit(sandbox: Sandbox, tmp_path: Path) -> None:
+    # By default systemd refuses the 6th start of a running service within 10 s (start-limit-hit,
+    # measured here without StartLimitIntervalSec=0); promote + rollback + verify restart that often.
+    server = tmp_path / "server"
+    server.write_text("#!/bin/sh\nexec sleep 60\n")
+    server.chmod(0o755)
+    data = {
+        "hosts": {"h": {"gpus": {"model": "M", "count": 1, "compute_capability": "sm120"}, "python": str(server)}},
+        "models": {"m": {"path": "org/model"}},
+        "deployments": {"d": {"host": "h", "unit": "deployctl-startlimit-test.service", "port": 8000, "model": "m",
+                              "profiles": {"baseline": {}}}},
+    }
+    unit = render_unit(parse_inventory(yaml.safe_dump(data)), "d", "baseline")
+    (sandbox.unit_dir / unit.name).write_text(unit.text)
+    assert sandbox.run(["systemctl", "daemon-reload"]).returncode == 0
+    try:
+        for attempt in range(8):
+            restarted = sandbox.run(["systemctl", "restart", unit.name])
+            assert restarted.returncode == 0, f"restart {attempt + 1}: {restarted.stderr}"
+    finally:
+        sandbox.run(["systemctl", "stop", unit.name])
