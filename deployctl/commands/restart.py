@@ -1,0 +1,142 @@
+"""deployctl restart: render a profile, install it as the known-good unit, restart, wait until ready."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from deployctl.adapters.journal import JournalLine
+from deployctl.commands._release_verbs import add_state_dir_argument, locked, state_dir
+from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.errors import InputError, JobFailed
+from deployctl.live_adapters import Site, make_site
+from deployctl.readiness import Crashed, Ready, TimedOut
+from deployctl.restart import RestartReport, http_health_probe, restart_and_wait
+
+NAME = "restart"
+HELP = "render a profile, install it, restart the unit and wait until the server is ready"
+DESCRIPTION = """\
+Render DEPLOYMENT's profile into its unit, install it atomically as the known-good unit (the previous
+file is kept for rollback), daemon-reload, restart over D-Bus and wait until the server is ready: the
+"fired up and ready to roll" log line or /health answering 200. No benchmark and no judge: to try a
+change with an automatic rollback, use `deployctl promote`.
+
+Without --profile the profile of the installed unit is re-rendered (picking up inventory edits).
+Exit 0 when ready; 1 when the server crashed, failed to start or timed out (with its last log lines).
+
+examples:
+  deployctl restart glm5 --profile baseline
+  deployctl restart glm5 --follow             # print the startup log as it is written
+  deployctl restart glm5 --profile baseline --adopt   # take over a hand-written unit (kept for rollback)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("deployment", metavar="DEPLOYMENT", nargs="?", default=None,
+                        help="the deployment (optional when the inventory has only one)")
+    parser.add_argument("--profile", "-p", metavar="P", default=None,
+                        help="the profile to install (default: the installed unit's)")
+    parser.add_argument("--timeout", metavar="S", type=float, default=None,
+                        help="seconds to wait for readiness (default: policy gates.startup_timeout_s)")
+    parser.add_argument("--adopt", action="store_true",
+                        help="replace a unit file deployctl did not write (its content is kept for rollback)")
+    parser.add_argument("--follow", "-f", action="store_true", help="print the startup log as it is written")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_inventory_argument(parser)
+    add_state_dir_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+    with locked(site, NAME):
+        installed, report = asyncio.run(_restart(site, args))
+    if args.json:
+        print(json.dumps(report_json(report, installed), indent=2))
+    else:
+        print("\n".join(report_lines(report, installed)))
+    if report.ok:
+        return 0
+    raise JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
+                    hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
+                    if report.invocation_id else f"systemctl status {report.unit}")
+
+
+def _profile(site: Site, wanted: str | None) -> str:
+    if wanted:
+        return wanted
+    installed = site.unit_files().known_good(site.unit)
+    if installed is None or not installed.profile:
+        known = ", ".join(site.deployment.profiles)
+        raise InputError(f"{site.unit} has no installed deployctl profile: say which with --profile ({known})")
+    return installed.profile
+
+
+async def _restart(site: Site, args: argparse.Namespace) -> tuple[str, RestartReport]:
+    files = site.unit_files()
+    trial = files.trial(site.unit)
+    if trial is not None:
+        raise InputError(
+            f"a trial of {site.unit} is installed ({trial.path}): a promote is unfinished",
+            hint=f"`deployctl rollback -d {site.name}` or `deployctl abort -d {site.name}` first",
+        )
+    profile = _profile(site, args.profile)
+    rendered = site.render(profile)
+    current = files.known_good(site.unit)
+    if current is not None and current.text == rendered.text:
+        installed = f"{current.path} unchanged ({profile})"
+    else:
+        done = files.install(site.unit, rendered.text, adopt=args.adopt)
+        installed = f"installed {profile} at {done.path}"
+    timeout = args.timeout or site.policy.gates.startup_timeout_s
+    follow = _echo if args.follow and not args.json else None
+    systemd = await site.endpoint.connect()
+    try:
+        await systemd.reload()
+        report = await restart_and_wait(systemd, site.endpoint.journal(), site.unit, timeout_s=timeout,
+                                        probe=http_health_probe(site.url + "/health"), on_line=follow)
+    finally:
+        await systemd.close()
+    return installed, report
+
+
+def _echo(line: JournalLine) -> None:
+    print(("  systemd: " if line.from_manager else "  ") + line.display, file=sys.stderr, flush=True)
+
+
+def report_lines(report: RestartReport, installed: str) -> list[str]:
+    out = [installed]
+    if report.start_limit_reset:
+        out.append(f"cleared the start limit of {report.unit} (reset-failed)")
+    outcome = report.outcome
+    if isinstance(outcome, Ready):
+        out.append(f"{report.unit} is ready after {outcome.elapsed_s:.1f} s (via {outcome.via})")
+        return out
+    if isinstance(outcome, Crashed):
+        out.append(f"{report.unit} did not come up: {outcome.reason}")
+    elif isinstance(outcome, TimedOut):
+        out.append(f"{report.unit} is not ready after {outcome.elapsed_s:.0f} s; "
+                   f"last line: {outcome.last_line or '(no output)'}")
+    if outcome.last_lines:
+        out.append("last log lines:")
+        out.extend(f"  {line}" for line in outcome.last_lines)
+    return out
+
+
+def report_json(report: RestartReport, installed: str) -> dict[str, object]:
+    outcome = report.outcome
+    data: dict[str, object] = {
+        "unit": report.unit, "installed": installed, "job": report.job.result, "outcome": outcome.kind,
+        "ready": report.ok, "elapsed_s": round(outcome.elapsed_s, 3), "invocation_id": report.invocation_id,
+        "start_limit_reset": report.start_limit_reset,
+    }
+    if isinstance(outcome, Ready):
+        data["via"] = outcome.via
+    else:
+        data["last_lines"] = list(outcome.last_lines)
+    if isinstance(outcome, Crashed):
+        data["reason"] = outcome.reason
+    if isinstance(outcome, TimedOut):
+        data["last_line"] = outcome.last_line
+    return data

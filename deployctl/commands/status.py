@@ -1,0 +1,143 @@
+"""deployctl status: what runs now — state, PID, uptime, installed profile and hash, last log lines."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from deployctl.adapters.systemd import UnitState
+from deployctl.adapters.unitfiles import UnitFile
+from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._release_verbs import state_dir
+from deployctl.live_adapters import Site, make_site
+from deployctl.render import read_stamp
+
+NAME = "status"
+HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"
+DESCRIPTION = """\
+Read-only (works for non-root operators): the unit's state over D-Bus, the installed unit file's
+X-Deployctl-* stamp (profile, hash, whether it was edited by hand since deployctl wrote it), a trial
+left by an unfinished promote, and the last lines of the current invocation's log.
+
+examples:
+  deployctl status glm5
+  deployctl status glm5 --json -n 50
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("deployment", metavar="DEPLOYMENT", nargs="?", default=None,
+                        help="the deployment (optional when the inventory has only one)")
+    parser.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="log lines to show (default 10)")
+    parser.add_argument("--json", action="store_true", help="print as JSON")
+    add_inventory_argument(parser)
+
+
+@dataclass(frozen=True)
+class Status:
+    deployment: str
+    state: UnitState
+    unit_file: UnitFile | None
+    trial: UnitFile | None
+    log: tuple[str, ...]
+    now: float  # wall clock, for the uptime
+
+    @property
+    def uptime_s(self) -> float | None:
+        if self.state.active_state != "active" or not self.state.active_enter_us:
+            return None
+        return max(0.0, self.now - self.state.active_enter_us / 1e6)
+
+    def to_dict(self) -> dict[str, object]:
+        stamp = read_stamp(self.unit_file.text) if self.unit_file else None
+        return {
+            "deployment": self.deployment,
+            "unit": self.state.name,
+            "load_state": self.state.load_state,
+            "active_state": self.state.active_state,
+            "sub_state": self.state.sub_state,
+            "result": self.state.result,
+            "main_pid": self.state.main_pid or None,
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "n_restarts": self.state.n_restarts,
+            "invocation_id": self.state.invocation_id or None,
+            "need_daemon_reload": self.state.need_daemon_reload,
+            "unit_file": str(self.unit_file.path) if self.unit_file else None,
+            "profile": stamp.profile if stamp else None,
+            "unit_hash": stamp.sha256 if stamp else None,
+            "unit_intact": stamp.intact if stamp else None,
+            "managed": bool(self.unit_file and self.unit_file.managed),
+            "trial": str(self.trial.path) if self.trial else None,
+            "trial_profile": self.trial.profile if self.trial else None,
+            "last_lines": list(self.log),
+        }
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(int(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    days, h = divmod(hours, 24)
+    if days:
+        return f"{days}d {h}h"
+    if hours:
+        return f"{hours}h {m}m"
+    return f"{minutes}m {s}s" if minutes else f"{s}s"
+
+
+def status_lines(status: Status) -> list[str]:
+    d = status.to_dict()
+    state = f"{d['active_state']}/{d['sub_state']}"
+    if status.uptime_s is not None:
+        state += f", up {_duration(status.uptime_s)}"
+    elif d["result"] not in ("", "success"):
+        state += f" (result {d['result']}, main process {status.state.exit_description})"
+    out = [f"{d['unit']} ({d['deployment']})", f"  state:     {state}"]
+    if d["main_pid"]:
+        out.append(f"  main PID:  {d['main_pid']}")
+    if d["n_restarts"]:
+        out.append(f"  restarts:  {d['n_restarts']} (by systemd, Restart=)")
+    if status.unit_file is None:
+        out.append("  unit file: not installed")
+    else:
+        out.append(f"  unit file: {d['unit_file']}")
+        if d["profile"]:
+            intact = "" if d["unit_intact"] else "  (edited by hand since deployctl wrote it)"
+            out.append(f"  profile:   {d['profile']}  hash {str(d['unit_hash'])[:12]}{intact}")
+        else:
+            out.append("  profile:   (not written by deployctl)")
+    if status.trial is not None:
+        out.append(f"  trial:     {d['trial']} ({d['trial_profile'] or '?'}) — a promote is unfinished")
+    if d["need_daemon_reload"]:
+        out.append("  note:      the unit file changed on disk since systemd loaded it (daemon-reload pending)")
+    if status.log:
+        out.append("  last lines:")
+        out.extend(f"    {line}" for line in status.log)
+    return out
+
+
+async def collect(site: Site, lines: int) -> Status:
+    files = site.unit_files()
+    systemd = await site.endpoint.connect()
+    try:
+        state = await systemd.unit_state(site.unit)
+    finally:
+        await systemd.close()
+    log: tuple[str, ...] = ()
+    if state.invocation_id and lines > 0:
+        entries = await site.endpoint.journal().read(state.invocation_id, last=lines)
+        log = tuple(line.display for line in entries if line.display)
+    return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
+                  trial=files.trial(site.unit), log=log, now=time.time())
+
+
+def run(args: argparse.Namespace) -> int:
+    site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+    status = asyncio.run(collect(site, args.lines))
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=2))
+    else:
+        print("\n".join(status_lines(status)))
+    return 0
