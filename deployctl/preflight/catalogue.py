@@ -40,7 +40,7 @@ class Rule:
 class Replacement:
     flag: str
     versions: str | None
-    instead: str
+    instead: str | None  # the flag(s) to write instead; None: remove it
     note: str
     source: str
 
@@ -99,11 +99,11 @@ def _rule(index: int, entry: dict[str, Any]) -> Rule:
 
 def _replacement(index: int, entry: dict[str, Any]) -> Replacement:
     where = f"replacements[{index}] ({entry.get('flag', '?')})"
-    for key in ("flag", "instead", "note", "source"):
+    for key in ("flag", "note", "source"):
         if key not in entry:
             raise CatalogueInvalid(f"catalogue {where}: missing {key!r}")
     _check_versions(where, entry.get("versions"))
-    return Replacement(entry["flag"], entry.get("versions"), entry["instead"], entry["note"], entry["source"])
+    return Replacement(entry["flag"], entry.get("versions"), entry.get("instead"), entry["note"], entry["source"])
 
 
 def _check_versions(where: str, spec: str | None) -> None:

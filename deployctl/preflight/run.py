@@ -173,8 +173,9 @@ def _unknown_finding(table: FlagTable, problem: ArgProblem, quoted: str, label: 
     if replacement is not None:
         if problem.kind == "unknown" and replacement.note.startswith("renamed"):
             code = "flag-renamed"
+        hint = f"use {replacement.instead}" if replacement.instead else f"remove {problem.option}"
         return Finding("ERROR", code, f"{problem.option} {what} {label} ({replacement.note}); {label} would exit "
-                       f"with {quoted}", f"{source}; {replacement.source}", hint=f"use {replacement.instead}")
+                       f"with {quoted}", f"{source}; {replacement.source}", hint=hint)
     close = difflib.get_close_matches(problem.option, table.option_strings, n=3, cutoff=0.75)
     hint = f"did you mean {' or '.join(close)}?" if close else None
     return Finding("ERROR", code, f"{problem.option} {what} {label}; {label} would exit with {quoted}", source,

@@ -90,6 +90,8 @@ def test_piecewise_flag_on_0_5_23_and_0_5_9() -> None:
     unknown = sorted(f.message.split()[0] for f in by_code(old, "flag-unknown"))
     assert unknown == ["--disable-piecewise-cuda-graph", "--enable-fused-moe-sum-all-reduce"]
     assert all("added in 0.5.10" in f.message for f in by_code(old, "flag-unknown"))
+    assert {f.hint for f in by_code(old, "flag-unknown")} == {
+        "remove --disable-piecewise-cuda-graph", "remove --enable-fused-moe-sum-all-reduce"}
     assert "`launch_server.py: error: unrecognized arguments: --enable-fused-moe-sum-all-reduce " \
            "--disable-piecewise-cuda-graph`" in by_code(old, "flag-unknown")[0].message
     fine = check(inv, "glm5", "fused-moe", version="0.5.10")
