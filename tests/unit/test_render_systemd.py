@@ -92,3 +92,30 @@ def test_quick_restarts_never_hit_the_start_limit(sandbox: Sandbox, tmp_path: Pa
             assert restarted.returncode == 0, f"restart {attempt + 1}: {restarted.stderr}"
     finally:
         sandbox.run(["systemctl", "stop", unit.name])
+
+
+def test_stop_ends_the_servers_child_processes_too(sandbox: Sandbox, tmp_path: Path) -> None:
+    # SGLang's scheduler/detokenizer are child processes; KillMode=control-group must end them on stop,
+    # even one that left the main process's session (as a process-group kill would miss).
+    pids = tmp_path / "pids"
+    server = tmp_path / "server"
+    server.write_text(f"#!/bin/sh\nsetsid sleep 300 &\necho $! > {pids}\nexec sleep 300\n")
+    server.chmod(0o755)
+    data = {
+        "hosts": {"h": {"gpus": {"model": "M", "count": 1, "compute_capability": "sm120"}, "python": str(server)}},
+        "models": {"m": {"path": "org/model"}},
+        "deployments": {"d": {"host": "h", "unit": "deployctl-killmode-test.service", "port": 8000, "model": "m",
+                              "profiles": {"baseline": {}}}},
+    }
+    unit = render_unit(parse_inventory(yaml.safe_dump(data)), "d", "baseline")
+    (sandbox.unit_dir / unit.name).write_text(unit.text)
+    assert sandbox.run(["systemctl", "daemon-reload"]).returncode == 0
+    assert sandbox.run(["systemctl", "start", unit.name]).returncode == 0
+    deadline = time.monotonic() + 10
+    while not (pids.exists() and pids.read_text().strip()):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child = pids.read_text().strip()
+    assert sandbox.run(["kill", "-0", child]).returncode == 0  # alive while the unit runs
+    assert sandbox.run(["systemctl", "stop", unit.name]).returncode == 0
+    assert sandbox.run(["kill", "-0", child]).returncode != 0
