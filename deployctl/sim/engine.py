@@ -1,0 +1,150 @@
+"""Continuous batching on a virtual clock.
+
+At most max_running_requests run; the rest queue. Each iteration is either a prefill step (admits
+queued requests up to chunked_prefill_size tokens) or a decode step in which every running request
+gains its speculative accept length. Simulated time advances by the model's step time; the loop
+sleeps until real time = simulated time / SGLANG_SIM_TIME_SCALE, so a scaled run reports
+proportionally higher tok/s while every ratio stays the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from deployctl.sim.throughput import PerfModel
+
+_MAX_LAG_S = 0.25  # beyond this the loop stops owing time: a CPU-bound simulator shows up as lost throughput
+
+
+@dataclass(eq=False)
+class Request:
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+    generated: int = 0
+    finished: bool = False
+    aborted: bool = False
+    first_token_at: float | None = None
+    steps: int = 0
+    _waiter: asyncio.Future | None = field(default=None, repr=False)
+
+    async def wait_change(self) -> None:
+        if self.finished:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class Engine:
+    def __init__(self, perf: PerfModel, max_running: int, chunked_prefill: int, time_scale: float,
+                 seed: str | None = None) -> None:
+        self.perf = perf
+        self.max_running = max(1, max_running)
+        self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
+        self.time_scale = time_scale
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.rng = random.Random(seed)
+        self._kick: asyncio.Future | None = None
+        self._task: asyncio.Task | None = None
+        self.busy_ema = 0.0
+        self.batch_ema = 0.0
+        self.tokens_out = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, req: Request) -> None:
+        self.waiting.append(req)
+        if self._kick is not None and not self._kick.done():
+            self._kick.set_result(None)
+
+    def abort(self, req: Request) -> None:
+        req.aborted = True
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        accept = self.perf.accept_length
+        base, whole = int(accept), accept - int(accept)
+        t0, vt = loop.time(), 0.0
+        while True:
+            if not self.waiting and not self.running:
+                self.busy_ema *= 0.5
+                self._kick = loop.create_future()
+                await self._kick
+                t0, vt = loop.time(), 0.0
+            admitted: list[Request] = []
+            budget = self.chunked_prefill
+            while self.waiting and len(self.running) + len(admitted) < self.max_running:
+                req = self.waiting[0]
+                if req.aborted:
+                    self.waiting.popleft()
+                    continue
+                if admitted and req.prompt_tokens > budget:
+                    break
+                admitted.append(self.waiting.popleft())
+                budget -= req.prompt_tokens
+            if admitted:
+                dt = self.perf.prefill_s(sum(r.prompt_tokens for r in admitted))
+            else:
+                dt = self.perf.decode_step_s(len(self.running))
+            vt += dt
+            delay = t0 + vt / self.time_scale - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                if delay < -_MAX_LAG_S:
+                    t0 -= delay + _MAX_LAG_S
+                await asyncio.sleep(0)
+            self.batch_ema = 0.9 * self.batch_ema + 0.1 * len(self.running)
+            self.busy_ema = 0.95 * self.busy_ema + 0.05
+            if admitted:
+                now = loop.time()
+                for req in admitted:
+                    if req.aborted:
+                        continue
+                    req.generated = 1
+                    req.first_token_at = now
+                    self.tokens_out += 1
+                    self._finish_or_wake(req)
+                    if not req.finished:
+                        self.running.append(req)
+                continue
+            still: list[Request] = []
+            rng = self.rng.random
+            for req in self.running:
+                if req.aborted:
+                    continue
+                gain = base + (1 if whole and rng() < whole else 0)
+                gain = min(gain, req.max_tokens - req.generated)
+                req.generated += gain
+                req.steps += 1
+                self.tokens_out += gain
+                self._finish_or_wake(req)
+                if not req.finished:
+                    still.append(req)
+            self.running = still
+
+    @staticmethod
+    def _finish_or_wake(req: Request) -> None:
+        if req.generated >= req.max_tokens:
+            req.finished = True
+            req._wake()
+        elif req.stream:
+            req._wake()

@@ -1,0 +1,66 @@
+"""The performance model (pure): decode step time by batch size, prefill time, power draw."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from dataclasses import dataclass
+from typing import Mapping
+
+from deployctl.sim.world import world
+
+
+@dataclass(frozen=True)
+class PerfModel:
+    points: tuple[tuple[int, float], ...]   # (batch size, aggregate decode tok/s)
+    prefill_tok_s: float
+    accept_length: float                    # mean tokens per request per decode step
+    factor: float                           # noise x throughput factor x forced-fusion penalty
+    idle_w: float
+    load_w: float
+    power_limit_w: float
+    power_factor: float
+
+    def aggregate(self, batch: int) -> float:
+        """Aggregate decode tokens/s at this batch size (linear between calibration points)."""
+        sizes = [b for b, _ in self.points]
+        if batch <= sizes[0]:
+            return self.points[0][1] * batch / sizes[0]
+        if batch >= sizes[-1]:
+            return self.points[-1][1]
+        i = bisect.bisect_left(sizes, batch)
+        (b0, t0), (b1, t1) = self.points[i - 1], self.points[i]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+
+    def decode_step_s(self, batch: int) -> float:
+        return batch * self.accept_length / (self.aggregate(batch) * self.factor)
+
+    def prefill_s(self, tokens: int) -> float:
+        return 0.004 + tokens / (self.prefill_tok_s * self.factor)
+
+    def power_w(self, busy: float, batch: float) -> float:
+        """Per-GPU power: idle plus a load share that grows with occupancy (the GPUs are starved)."""
+        occupancy = min(1.0, 0.55 + 0.45 * batch / 64)
+        loaded = self.idle_w + (self.load_w - self.idle_w) * busy * occupancy
+        return max(self.idle_w, min(self.power_limit_w, loaded * self.power_factor)) if busy > 0 else self.idle_w
+
+
+def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: float, cuda_graph: bool,
+          speculative: bool) -> PerfModel:
+    w = world()
+    perf = model["perf"]
+    sigma = float(env.get("SGLANG_SIM_NOISE", w["effects"]["noise_sigma"]))
+    seed = env.get("SGLANG_SIM_SEED")
+    rng = random.Random(seed) if seed is not None else random.Random()
+    factor = math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else 1.0
+    factor *= float(env.get("SGLANG_SIM_THROUGHPUT_FACTOR", "1") or 1)
+    power = 1.0
+    if env.get("SGLANG_SIM_FORCE_AR_FUSION", "0") == "1":
+        factor *= w["effects"]["force_ar_fusion"]["throughput"]
+        power *= w["effects"]["force_ar_fusion"]["power"]
+    points = tuple(sorted((int(b), float(t)) for b, t in perf["decode_agg_tok_s"].items()))
+    return PerfModel(points=points, prefill_tok_s=float(perf["prefill_tok_s"]),
+                     accept_length=float(perf["accept_length"]) if speculative else 1.0,
+                     factor=factor, idle_w=idle_w, load_w=float(perf["load_power_w"]),
+                     power_limit_w=power_limit_w, power_factor=power)
