@@ -42,6 +42,11 @@ class ControlClient:
         data = await self._json("/v1/models")
         return [m["id"] for m in (data or {}).get("data", []) if isinstance(m, dict) and "id" in m]
 
+    async def is_simulator(self) -> bool:
+        """True when the server is deployctl's SGLang simulator (it serves ``/sim/telemetry``)."""
+        data = await self._json("/sim/telemetry")
+        return bool(data and data.get("simulated"))
+
     async def health(self) -> int:
         """The HTTP status of ``/health`` (200 ready, 503 starting)."""
         return (await self._get("/health")).status_code

@@ -1,36 +1,40 @@
 """The load transport: stream completions at high concurrency without becoming the bottleneck.
 
-The only importer of aiohttp. One shared ``ClientSession`` for the whole sweep (connection reuse, no
-per-request session setup), a connector without the hidden cap of 100 connections, a large read
-buffer, and the body read with ``iter_any()``: one wake-up per socket read rather than one per SSE line
-(SGLang's bench_serving iterates lines, two per event). Each read is stamped once with
-``time.perf_counter()`` and decoded by the sans-IO :class:`~deployctl.sse.SseDecoder`; what the payloads
-mean is the caller's business (a sink), so this module knows HTTP, not metrics.
+A small HTTP/1.1 client written on asyncio's ``Protocol`` API, because the load client must cost less
+than what it measures. Each socket read reaches :meth:`_Connection.data_received` directly from the
+event loop: it is stamped there with one ``time.perf_counter()``, de-chunked, split into SSE events by
+the sans-IO :class:`~deployctl.sse.SseDecoder`, and handed to the caller's sink — no future, no task
+wake-up, no coroutine resumption per read. Connections are kept alive and reused (no per-request
+set-up), with no cap on their number (the hidden cap of 100 in httpx and aiohttp's defaults).
 
-Why not httpx (the project's HTTP library for control requests): measured on a 2-core machine it
-consumed 26k–61k tok/s per client core, falling as concurrency rises, against ~120k for aiohttp, and
-at C=1024 it fell 11 s behind the stream. See docs/bench.md and benchmarks/bench_client.py.
+Measured on the 2-core machine this was written on (``benchmarks/bench_client.py``, client pinned to
+one core, SGLang-shaped stand-in server on the other): it spends less CPU per token than aiohttp read
+the way SGLang's bench_serving reads it, and — because nothing else runs between the read and its
+timestamp — keeps TTFT/ITL timing error lowest at high concurrency. httpx consumed 2–3× more CPU per
+token and is used only for control requests (``deployctl.adapters.http_control``).
 
-Every failure is mapped to :class:`LoadError` with a short ``kind`` that the trial counts by class.
+Speaks what SGLang's uvicorn server sends: HTTP/1.1 with chunked transfer encoding (or a
+Content-Length, or a body ended by close); ``https://`` works through asyncio's TLS transport.
+Every failure becomes :class:`LoadError` with a short ``kind`` the trial counts failures by.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
-import aiohttp
-
-from deployctl.errors import DeployctlError
+from deployctl.errors import DeployctlError, InputError
 from deployctl.sse import SseDecoder
 
 Sink = Callable[[float, Sequence[bytes]], None]
-_READ_BUFFER = 10 * 2**20  # SGLang's bench_serving size: the 64 KiB default collapses long streams
+_CLOCK = time.perf_counter
 
 
 class LoadError(DeployctlError):
-    """One request failed; ``kind`` is its class: connect, timeout, http_<status>, disconnected."""
+    """One request failed; ``kind`` is its class: connect, timeout, http_<status>, disconnected, protocol."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -40,55 +44,230 @@ class LoadError(DeployctlError):
 class LoadClient:
     """``async with LoadClient(base_url) as client: await client.stream(path, body, sink)``."""
 
-    name = f"aiohttp {aiohttp.__version__} (shared session, iter_any)"
+    name = "deployctl asyncio HTTP/1.1 protocol client (keep-alive, per-read timestamps)"
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0) -> None:
-        self._base = base_url.rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 30.0))
-        self._session: aiohttp.ClientSession | None = None
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"not an http(s) URL: {base_url!r}", hint="use e.g. http://127.0.0.1:30000")
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self._prefix = parts.path.rstrip("/")
+        self._host_header = parts.netloc.encode()
+        self._timeout_s = timeout_s
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
 
     async def __aenter__(self) -> "LoadClient":
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=False)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, read_bufsize=_READ_BUFFER, auto_decompress=False,
-            skip_auto_headers=("User-Agent",),
-        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for conn in list(self._open):
+            conn.transport.close()
+        self._open.clear()
+        self._idle.clear()
 
     async def stream(self, path: str, body: bytes, sink: Sink) -> None:
-        """POST ``body`` to ``path``; call ``sink(t, payloads)`` once per read that completes events.
-        Returns when the server ends the body; raises :class:`LoadError` on any failure."""
-        if self._session is None:
-            raise RuntimeError("LoadClient used outside 'async with'")
-        decoder = SseDecoder()
-        clock = time.perf_counter
+        """POST ``body`` to ``path``; call ``sink(t, payloads)`` once per read that completes SSE
+        events. Returns when the response body ends; raises :class:`LoadError` on any failure."""
+        loop = asyncio.get_running_loop()
+        conn = await self._connection(loop)
+        done = loop.create_future()
+        conn.begin(sink, done)
+        conn.transport.write(
+            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % ((self._prefix + path).encode(), self._host_header, len(body), body)
+        )
+        timer = loop.call_later(self._timeout_s, _expire, done, self._timeout_s)
         try:
-            async with self._session.post(
-                self._base + path, data=body, headers={"Content-Type": "application/json"}
-            ) as response:
-                if response.status != 200:
-                    detail = (await response.text())[:200]
-                    raise LoadError(f"http_{response.status}", f"HTTP {response.status}: {detail}")
-                async for data in response.content.iter_any():
-                    t = clock()
-                    payloads = decoder.feed(data)
-                    if payloads:
-                        sink(t, payloads)
-        except LoadError:
+            reusable = await done
+        except BaseException:
+            conn.transport.close()  # mid-response: the connection cannot be reused
             raise
-        except asyncio.TimeoutError as exc:
-            raise LoadError("timeout", f"request timed out: {exc}") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise LoadError("connect", f"cannot connect to {self._base}: {exc}") from None
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            raise LoadError("disconnected", f"stream broken: {exc}") from None
-        except aiohttp.ClientError as exc:
-            raise LoadError("http", f"{type(exc).__name__}: {exc}") from None
+        finally:
+            timer.cancel()
+        if reusable:
+            self._idle.append(conn)
+        else:
+            conn.transport.close()
+
+    async def _connection(self, loop: asyncio.AbstractEventLoop) -> "_Connection":
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(_Connection, self._host, self._port, ssl=self._ssl),
+                timeout=min(self._timeout_s, 30.0),
+            )
+        except asyncio.TimeoutError:
+            raise LoadError("connect", f"connecting to {self._host}:{self._port} timed out") from None
+        except OSError as exc:
+            raise LoadError("connect", f"cannot connect to {self._host}:{self._port}: {exc}") from None
+        self._open.add(conn)
+        conn.on_close = self._open.discard
+        return conn
+
+
+def _expire(done: asyncio.Future, timeout_s: float) -> None:
+    if not done.done():
+        done.set_exception(LoadError("timeout", f"no complete response within {timeout_s:g} s"))
+
+
+_HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, _IDLE = range(5)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; parses one response at a time, sans copies where it can."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport
+        self.closed = False
+        self.on_close: Callable[["_Connection"], None] | None = None
+        self._state = _IDLE
+        self._buf = b""
+        self._need = 0  # chunked: data bytes left in this chunk (−1: its CRLF); length: body bytes left
+        self._sink: Sink | None = None
+        self._done: asyncio.Future | None = None
+        self._decoder = SseDecoder()
+        self._keep_alive = True
+        self._error: tuple[str, str] | None = None  # a non-200 status: its body becomes the message
+        self._error_body: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def begin(self, sink: Sink, done: asyncio.Future) -> None:
+        self._sink, self._done = sink, done
+        self._state, self._buf, self._decoder = _HEAD, b"", SseDecoder()
+
+    def data_received(self, data: bytes) -> None:
+        t = _CLOCK()
+        if self._state == _HEAD:
+            buf = self._buf + data if self._buf else data
+            data = self._head(buf)
+            if data is None:
+                return
+        state = self._state
+        if state == _CHUNKED:
+            body, finished = self._dechunk(data)
+        elif state == _LENGTH:
+            body = data[: self._need]
+            self._need -= len(body)
+            finished = self._need == 0
+        elif state == _UNTIL_CLOSE:
+            body, finished = data, False
+        else:
+            return  # nothing expected: a failed response, or bytes the server should not have sent
+        if self._error is not None:
+            self._error_body.append(body)
+            if finished:
+                self._fail(*self._error, detail=self._error_detail())
+            return
+        if body:
+            payloads = self._decoder.feed(body)
+            if payloads:
+                try:
+                    self._sink(t, payloads)
+                except Exception as exc:  # a bug in the sink: surface it in the caller, not the loop
+                    self._keep_alive = False
+                    self._state = _IDLE
+                    self._done.set_exception(exc)
+                    return
+        if finished:
+            self._state = _IDLE
+            if not self._done.done():
+                self._done.set_result(self._keep_alive)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.on_close:
+            self.on_close(self)
+        if self._done is None or self._done.done():
+            return
+        if self._error is not None:
+            self._fail(*self._error, detail=self._error_detail())
+        elif self._state == _UNTIL_CLOSE:
+            self._done.set_result(False)
+        else:
+            self._fail("disconnected", f"the server closed the connection mid-response ({exc or 'EOF'})")
+
+    def _head(self, buf: bytes) -> bytes | None:
+        """Parse the status line and headers; the bytes after them, or None until they are complete."""
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            self._buf = buf
+            return None
+        self._buf = b""
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        status_line = lines[0].split(" ", 2)
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+        try:
+            status = int(status_line[1])
+        except (IndexError, ValueError):
+            self._fail("protocol", f"not an HTTP response: {lines[0][:80]!r}")
+            return None
+        self._keep_alive = headers.get("connection") != "close" and status_line[0] == "HTTP/1.1"
+        self._error = (f"http_{status}", f"HTTP {status}") if status != 200 else None
+        self._error_body = []
+        if "chunked" in headers.get("transfer-encoding", ""):
+            self._state, self._need = _CHUNKED, 0
+        elif "content-length" in headers:
+            self._state, self._need = _LENGTH, int(headers["content-length"])
+        else:
+            self._state, self._keep_alive = _UNTIL_CLOSE, False
+        return buf[end + 4:]
+
+    def _error_detail(self) -> str:
+        return b"".join(self._error_body)[:200].decode(errors="replace")
+
+    def _dechunk(self, data: bytes) -> tuple[bytes, bool]:
+        """Chunked transfer decoding, incremental: (body bytes now complete, end of body seen)."""
+        buf = self._buf + data if self._buf else data
+        pos, n, need = 0, len(buf), self._need
+        out = []
+        while pos < n:
+            if need > 0:
+                take = min(need, n - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                need -= take
+                if need:
+                    break
+                need = -1
+            if need == -1:
+                if n - pos < 2:
+                    break
+                pos += 2
+                need = 0
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            try:
+                size = int(buf[pos:eol].split(b";", 1)[0], 16)
+            except ValueError:
+                self._keep_alive = False
+                self._fail("protocol", f"bad chunk size line {buf[pos:eol][:40]!r}")
+                return b"", False
+            pos = eol + 2
+            if size == 0:
+                # The last chunk; trailers are not used by SGLang, so the body ends here.
+                self._buf, self._need = b"", 0
+                return b"".join(out), True
+            need = size
+        self._buf, self._need = buf[pos:], need
+        return (out[0] if len(out) == 1 else b"".join(out)), False
+
+    def _fail(self, kind: str, message: str, detail: str = "") -> None:
+        self._state = _IDLE
+        self._keep_alive = False
+        if self._done is not None and not self._done.done():
+            self._done.set_exception(LoadError(kind, f"{message}: {detail}" if detail else message))

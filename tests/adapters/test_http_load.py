@@ -162,6 +162,98 @@ async def test_connection_refused_and_timeout(serve) -> None:
     assert info.value.kind == "timeout"
 
 
+async def test_keep_alive_connections_are_reused(serve) -> None:
+    url = await serve(FakeSglang())
+    body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 3, "stream": True}).encode()
+    async with LoadClient(url) as client:
+        for _ in range(3):
+            await client.stream("/v1/completions", body, lambda t, p: None)
+        await asyncio.gather(*(client.stream("/v1/completions", body, lambda t, p: None) for _ in range(4)))
+        assert len(client._open) == 4
+
+
+SSE_BODY = b"data: one\n\ndata: two\n\ndata: [DONE]\n\n"
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+RESPONSES = {
+    "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(SSE_BODY, 7),
+    "length": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(SSE_BODY), SSE_BODY),
+    "close": b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + SSE_BODY,
+}
+
+
+@pytest.fixture
+async def raw_server():
+    """A server that answers every request with scripted bytes, written in pieces of ``split``."""
+    servers = []
+
+    async def start(response: bytes, split: int, close: bool = False) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            for i in range(0, len(response), split):
+                writer.write(response[i:i + split])
+                await writer.drain()
+                await asyncio.sleep(0)
+            if close:
+                writer.close()
+            else:
+                await reader.read()  # keep the connection until the client closes it
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("split", [1, 3, 17, 4096])
+@pytest.mark.parametrize("framing", ["chunked", "length", "close"])
+async def test_response_framings_in_any_split(raw_server, framing: str, split: int) -> None:
+    url = await raw_server(RESPONSES[framing], split, close=framing == "close")
+    got: list[bytes] = []
+    async with LoadClient(url, timeout_s=5) as client:
+        await client.stream("/v1/completions", b"{}", lambda t, p: got.extend(p))
+    assert got == [b"one", b"two", b"[DONE]"]
+
+
+async def test_error_status_carries_the_body(raw_server) -> None:
+    body = b'{"object":"error","message":"model is busy"}'
+    url = await raw_server(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), 5)
+    async with LoadClient(url, timeout_s=5) as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+    assert info.value.kind == "http_503" and "model is busy" in str(info.value)
+
+
+async def test_garbage_and_truncation_are_failures_not_hangs(raw_server) -> None:
+    url = await raw_server(b"SSH-2.0-OpenSSH\r\n\r\n", 100, close=True)
+    async with LoadClient(url, timeout_s=5) as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+    assert info.value.kind == "protocol"
+    url = await raw_server(RESPONSES["chunked"][:60], 10, close=True)
+    async with LoadClient(url, timeout_s=5) as client:
+        with pytest.raises(LoadError) as info:
+            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+    assert info.value.kind == "disconnected"
+
+
+def test_only_http_urls() -> None:
+    from deployctl.errors import InputError
+
+    with pytest.raises(InputError):
+        LoadClient("127.0.0.1:30000")
+
+
 # --- whole sweeps -------------------------------------------------------------------------------
 
 async def test_sweep_measures_each_level_with_unique_prompts_and_usage_tokens(serve) -> None:
@@ -264,3 +356,80 @@ async def test_merged_extra_trials_render_in_one_table(serve) -> None:
     table = render_table(merged)
     assert table.splitlines()[0].split("|")[1:4] == [" C ", " Trial ", " Agg tok/s "]
     assert len(table.splitlines()) == 4
+
+
+# --- the verb ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def threaded_server():
+    """FakeSglang on its own loop in a thread, for the CLI (which runs its own asyncio.run)."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    runners = []
+
+    def start(fake: FakeSglang) -> str:
+        async def up() -> str:
+            runner = web.AppRunner(fake.app())
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+
+        return asyncio.run_coroutine_threadsafe(up(), loop).result(10)
+
+    yield start
+    for runner in runners:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def test_verb_prints_the_table_and_writes_the_json(threaded_server, tmp_path, capsys) -> None:
+    from deployctl.cli import main
+
+    url = threaded_server(FakeSglang())
+    out = tmp_path / "r.json"
+    code = main(["bench", "--url", url, "-c", "1,2", "--input-tokens", "8", "--output-tokens", "10",
+                 "--warmup", "1", "--trials", "2", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "C=1 trial 0: 4 ok, 0 failed, 40 tokens" in text  # plain progress lines when not a TTY
+    header = next(line for line in text.splitlines() if "Agg tok/s" in line)
+    assert [c.strip() for c in header.split("|")[1:8]] == ["C", "Trial", "Agg tok/s", "Per-req tok/s", "Tokens",
+                                                          "Wall(s)", "Ok"]
+    result = BenchResult.from_dict(json.loads(out.read_text()))
+    assert [len(lv.trials) for lv in result.levels] == [2, 2]
+    assert result.input_tokens == 8 and result.output_tokens == 10 and result.model == "qwen3.5"
+
+
+def test_ctrl_c_stops_and_still_prints_what_was_measured(threaded_server, tmp_path, capsys) -> None:
+    import os
+    import signal
+    import threading
+
+    from deployctl.cli import main
+
+    url = threaded_server(FakeSglang(step_s=0.01))
+    out = tmp_path / "r.json"
+    timer = threading.Timer(1.2, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    code = main(["bench", "--url", url, "-c", "1,4", "--output-tokens", "40", "--warmup", "0", "--json", str(out)])
+    timer.join()
+    assert code == 130
+    captured = capsys.readouterr()
+    assert "stopping" in captured.err
+    assert "interrupted: stopped after" in captured.out
+    result = BenchResult.from_dict(json.loads(out.read_text()))
+    assert result.levels[0].trials[0].invalid_reason.startswith("interrupted")
+
+
+def test_verb_refuses_bad_levels(capsys) -> None:
+    from deployctl.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--url", "http://127.0.0.1:1", "-c", "0,4"])
+    assert "concurrency levels must be positive" in capsys.readouterr().err
