@@ -108,7 +108,7 @@ def split_records(raw: str) -> Iterator[Record]:
     line = _strip_journal(line)
     pieces = line.split("\r") if "\r" in line else (line,)
     for index, piece in enumerate(pieces):
-        if not piece and index:
+        if not piece:
             continue
         if "[" not in piece:
             yield Record(piece.rstrip(), fragment=index > 0)

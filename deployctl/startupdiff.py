@@ -15,20 +15,15 @@ Pure: no I/O beyond reading the packaged catalogue once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
 import yaml
 
+from deployctl.facts.interactions import arch_gate, field_name
 from deployctl.startup import StartupReport
-
-# CLI spellings whose ServerArgs field is not the flag with "-" → "_".
-_CLI_ALIASES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "ep": "ep_size", "model": "model_path",
-                "tensor_parallel_size": "tp_size", "data_parallel_size": "dp_size",
-                "pipeline_parallel_size": "pp_size", "expert_parallel_size": "ep_size"}
-
 
 @dataclass(frozen=True)
 class FlagDifference:
@@ -143,11 +138,11 @@ def flag_differences(a: StartupReport, b: StartupReport, profile_diff: Any = Non
     found: dict[str, FlagDifference] = {}
     if profile_diff is not None:
         for name, value in _items(getattr(profile_diff, "flags_added", {})):
-            found[_field(name)] = FlagDifference(_field(name), None, value, "profile")
+            found[field_name(name)] = FlagDifference(field_name(name), None, value, "profile")
         for name, value in _items(getattr(profile_diff, "flags_removed", {})):
-            found[_field(name)] = FlagDifference(_field(name), value, None, "profile")
+            found[field_name(name)] = FlagDifference(field_name(name), value, None, "profile")
         for name, pair in _items(getattr(profile_diff, "flags_changed", {})):
-            found[_field(name)] = FlagDifference(_field(name), pair[0], pair[1], "profile")
+            found[field_name(name)] = FlagDifference(field_name(name), pair[0], pair[1], "profile")
         for name, value in _items(getattr(profile_diff, "env_added", {})):
             found[f"env:{name}"] = FlagDifference(f"env:{name}", None, value, "profile")
         for name, value in _items(getattr(profile_diff, "env_removed", {})):
@@ -251,9 +246,11 @@ def _causes(fact: str, a: StartupReport, b: StartupReport) -> list[str]:
 
 
 def _gated(diff: FlagDifference, arch: str | None, version: str | None, args: Mapping[str, Any]) -> FlagDifference:
-    gate = catalogue().get("gates", {}).get(diff.flag.removeprefix("env:"))
-    if not gate or (diff.after in (None, False) and diff.before in (None, False)):
+    if diff.after in (None, False) and diff.before in (None, False):
         return diff
+    gate = catalogue().get("gates", {}).get(diff.flag.removeprefix("env:"))
+    if not gate:
+        return _interaction_gated(diff, arch, version)
     note = gate.get("note")
     effective: bool | None = None
     archs = gate.get("archs")
@@ -274,6 +271,20 @@ def _gated(diff: FlagDifference, arch: str | None, version: str | None, args: Ma
     return FlagDifference(diff.flag, diff.before, diff.after, diff.source, note, effective)
 
 
+def _interaction_gated(diff: FlagDifference, arch: str | None, version: str | None) -> FlagDifference:
+    """The gate from sglang-flag-interactions.yaml, for flags the curated catalogue does not annotate."""
+    value = diff.after if diff.after not in (None, False) else diff.before
+    gate = arch_gate(diff.flag, value, version)
+    if gate is None:
+        return diff
+    archs = "/".join(a.upper() for a in gate.archs)
+    if arch is None:
+        return replace(diff, gate_note=f"takes effect only on {archs}")
+    if arch in gate.archs:
+        return replace(diff, effective=True)
+    return replace(diff, gate_note=f"outside its architecture gate on {arch.upper()}: {archs} only", effective=False)
+
+
 def _arch(host: Any) -> str | None:
     """'sm120' from 'sm120', 'SM120', '12.0', a Host-like object (gpus.compute_capability) or a mapping."""
     if host is None:
@@ -290,11 +301,6 @@ def _arch(host: Any) -> str | None:
         major, _, minor = text.partition(".")
         text = f"{major}{minor or '0'}"
     return f"sm{text}" if text.isdigit() else None
-
-
-def _field(name: str) -> str:
-    key = name.lstrip("-").replace("-", "_")
-    return _CLI_ALIASES.get(key, key)
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:

@@ -1,0 +1,65 @@
+"""The startup-report and startup-diff verbs, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from deployctl.cli import main
+
+LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
+
+
+def log(prefix: str) -> str:
+    (path,) = LOGS.glob(f"{prefix}-*.log")
+    return str(path)
+
+
+def test_report_human(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["startup-report", log("02")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("READY in 3m51s · sglang 0.5.10")
+    assert "max_running_requests 26 (configured 48; hybrid-model cap: max_mamba_cache_size 132 // 5)" in out[1]
+
+
+def test_report_failure_has_hint_and_evidence(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["startup-report", log("04")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("FAILED: oom_kv_cache on TP0-7 during kv_cache")
+    assert "hint: weights leave no room for the KV cache" in out
+    assert "RuntimeError: Not enough memory." in out
+
+
+def test_report_json_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(log("08")).read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["startup-report", "-", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ready"] is True and report["max_running_requests"] == 2048
+    assert report["moe_config_warnings"][0]["block_shape"] == "[128, 128]"
+
+
+def test_report_bad_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["startup-report", str(tmp_path / "missing.log")]) == 2
+    assert main(["startup-report"]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a report"}')
+    assert main(["startup-report", str(bad)]) == 2
+    assert "not a startup report" in capsys.readouterr().err
+
+
+def test_diff_of_logs_and_of_saved_reports(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["startup-diff", log("01"), log("02"), "--arch", "sm120"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].startswith("max_running_requests 48 → 26 (−46%): capped by the mamba cache size")
+    assert "flag differences linked to no changed fact:" in text
+    for prefix in ("01", "02"):
+        assert main(["startup-report", log(prefix), "--json"]) == 0
+        (tmp_path / f"{prefix}.json").write_text(capsys.readouterr().out)
+    assert main(["startup-diff", str(tmp_path / "01.json"), str(tmp_path / "02.json"), "--arch", "sm120", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["changes"][0]["text"] == text.splitlines()[0]
+    assert data["unlinked_flags"][0]["flag"] == "enable_fused_moe_sum_all_reduce"
