@@ -28,16 +28,28 @@ exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy �
 """
 
 
-def _verbs() -> list[ModuleType]:
+def _verbs(only: str | None = None) -> list[ModuleType]:
+    """The verb modules; with ``only``, just that one (module ``startup_report`` is verb ``startup-report``).
+
+    Importing one verb instead of all keeps start-up fast (the judge pulls in scipy) and keeps a broken
+    verb from taking the others down with it.
+    """
+    names = [info.name for info in pkgutil.iter_modules(commands.__path__)]
+    if only is not None and only.replace("-", "_") in names:
+        names = [only.replace("-", "_")]
     found = []
-    for info in pkgutil.iter_modules(commands.__path__):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+    for name in names:
+        module = importlib.import_module(f"{commands.__name__}.{name}")
         if hasattr(module, "NAME") and hasattr(module, "run"):
             found.append(module)
     return sorted(found, key=lambda m: m.NAME)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _requested_verb(argv: Sequence[str]) -> str | None:
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deployctl",
         description="Promote a new SGLang configuration under systemd; keep it only if the evidence says so.",
@@ -47,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for module in _verbs():
+    for module in _verbs(_requested_verb(argv)):
         verb = sub.add_parser(
             module.NAME,
             help=module.HELP,
@@ -65,7 +77,8 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
     try:
