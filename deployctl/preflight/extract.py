@@ -584,5 +584,17 @@ def extract_flag_table(tree: SourceTree, version: str | None = None) -> FlagTabl
     help_flag = FlagSpec(("-h", "--help"), "help", "help", 0)
     method = ("annotated msgspec fields (arg_groups/fields) + add_cli_args" if annotated
               else "argparse add_argument calls in ServerArgs.add_cli_args")
-    return FlagTable(version, prog, f"AST of {method}", (help_flag, *specs), allow_abbrev)
+    return FlagTable(version, prog, f"AST of {method}", (help_flag, *specs), allow_abbrev, _environment(modules))
+
+
+def _environment(modules: _Modules) -> tuple[str, ...]:
+    """Names of the ``Envs`` descriptors in ``sglang/srt/environ.py`` (0.5.x), sorted; () if absent."""
+    tree = modules.module("sglang.srt.environ")
+    envs = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Envs"), None) if tree else None
+    if envs is None:
+        return ()
+    return tuple(sorted(
+        target.id for stmt in envs.body if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+        for target in stmt.targets if isinstance(target, ast.Name)
+    ))
 

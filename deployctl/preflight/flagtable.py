@@ -49,6 +49,7 @@ class FlagTable:
     method: str  # how the table was obtained, for the report
     flags: tuple[FlagSpec, ...]
     allow_abbrev: bool = True  # SGLang never turns argparse's prefix matching off
+    environment: tuple[str, ...] = ()  # the variables SGLang declares in sglang/srt/environ.py (Envs)
     _by_option: dict[str, FlagSpec] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -81,6 +82,7 @@ class FlagTable:
             "prog": self.prog,
             "method": self.method,
             "allow_abbrev": self.allow_abbrev,
+            "environment": list(self.environment),
             "flags": [_spec_to_dict(f) for f in self.flags],
         }
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
@@ -94,6 +96,7 @@ class FlagTable:
             method=data["method"],
             flags=tuple(_spec_from_dict(d) for d in data["flags"]),
             allow_abbrev=data.get("allow_abbrev", True),
+            environment=tuple(data.get("environment", ())),
         )
 
 

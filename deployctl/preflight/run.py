@@ -14,7 +14,7 @@ import logging
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from deployctl.errors import InputError
 from deployctl.inventory import Inventory, resolve_profile
@@ -96,6 +96,7 @@ def run_preflight(
     cat = catalogue or shipped_catalogue()
     if sglang.table is not None:
         findings += flag_findings(sglang.table, argv, sglang.version, cat, style)
+        findings += environment_findings(sglang.table, resolved.env)
         values = FlagValues(parsed_values(sglang.table, argv), sglang.table)
     else:
         values = FlagValues({k.replace("-", "_"): v for k, v in resolved.flags.items()})
@@ -161,6 +162,27 @@ def flag_findings(table: FlagTable, argv: list[str], version: str | None, catalo
         else:
             out.append(Finding("ERROR", f"flag-{problem.kind.replace('_', '-')}",
                                f"{problem.option}: {label} would refuse to start with {quoted}", source))
+    return out
+
+
+def environment_findings(table: FlagTable, env: Mapping[str, str]) -> list[Finding]:
+    """``SGLANG_*`` variables of the profile that this SGLang does not declare: a typo, or a variable from
+    another release, does nothing, silently. (``SGLANG_SIM_*`` belong to deployctl's simulator.)"""
+    if not table.environment:
+        return []
+    out = []
+    for name in env:
+        if not name.startswith(("SGLANG_", "SGL_")) or name.startswith("SGLANG_SIM_") or name in table.environment:
+            continue
+        close = difflib.get_close_matches(name, table.environment, n=2, cutoff=0.9)
+        message = (f"{name} is not among the {len(table.environment)} variables SGLang {table.sglang_version} declares "
+                   "in sglang/srt/environ.py, so it probably does nothing")
+        if close:
+            out.append(Finding("WARN", "env-unknown", message, "sglang/srt/environ.py (Envs) of the installed SGLang",
+                               hint=f"did you mean {' or '.join(close)}?"))
+        else:
+            out.append(Finding("INFO", "env-unknown", message + " (unless read directly outside environ.py)",
+                               "sglang/srt/environ.py (Envs) of the installed SGLang"))
     return out
 
 

@@ -181,3 +181,17 @@ def test_check_verb_on_the_example_inventory(capsys: pytest.CaptureFixture[str])
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == {"error": 0, "warn": 2, "info": len(data["findings"]) - 2}
     assert data["findings"][1]["source"].startswith("sglang-flag-facts.md")
+
+
+def test_sglang_environment_variables_the_version_does_not_declare() -> None:
+    text = (DATA / "sim.yaml").read_text().replace(
+        "      on-unknown-version:",
+        "      env-typo:\n        extends: baseline\n        env:\n          SGLANG_ENABLE_JIT_DEEPGEM: 0\n"
+        "          SGLANG_ENABLE_SPEC_V2: 1\n          SGLANG_SIM_VERSION: 0.5.23\n"
+        "      on-unknown-version:")
+    report = check(parse_inventory(text), "qwen35", "env-typo")
+    (typo,) = [f for f in report.warnings if f.message.startswith("SGLANG_ENABLE_JIT_DEEPGEM is not among")]
+    assert typo.code == "env-unknown" and "SGLANG_ENABLE_JIT_DEEPGEMM" in typo.hint
+    gone = [f for f in report.findings if f.code == "env-unknown" and f.message.startswith("SGLANG_ENABLE_SPEC_V2")]
+    assert gone and "catalogue:env-spec-v2-removed" in {f.code for f in report.warnings}
+    assert not [f for f in report.findings if "SGLANG_SIM_VERSION" in f.message]
