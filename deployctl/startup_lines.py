@@ -23,7 +23,8 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _JOURNAL_RE = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?"
-    r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Z]+)"
+    r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Z]+"
+    r"|\[ *\d+\.\d+\])"  # short-monotonic
     r" \S+ [^\s:]+?(?:\[\d+\])?: "
 )
 _UVICORN_LEVEL_RE = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
@@ -75,7 +76,7 @@ def _rank(tag: str) -> Rank | None:
 
 def _strip_journal(line: str) -> str:
     first = line[:1]
-    if first and (first.isdigit() or first.isupper()):
+    if first and (first.isdigit() or first.isupper() or (first == "[" and line[1:2] in " 0123456789")):
         match = _JOURNAL_RE.match(line)
         if match:
             return line[match.end():]

@@ -52,7 +52,9 @@ def test_journald_prefixes_are_removed() -> None:
     for prefix in ("Feb 19 13:40:18 gpu01 python3[2481337]: ",
                    "Feb  9 13:40:18.123456 gpu01 python3[2481337]: ",
                    "2026-02-19T13:40:18+0000 gpu01 python3[2481337]: ",
-                   "2026-02-19T13:40:18.123456+00:00 gpu01 sglang-qwen[77]: "):
+                   "2026-02-19T13:40:18.123456+00:00 gpu01 sglang-qwen[77]: ",
+                   "Thu 2026-02-19 13:40:18 UTC gpu01 python3[2481337]: ",
+                   "[  123.456789] gpu01 python3[2481337]: "):
         assert records(prefix + "[2026-02-19 13:40:18 TP1] Init torch distributed begin.") == [
             ("Init torch distributed begin.", "2026-02-19 13:40:18", "TP1")], prefix
         assert records(prefix + "Max running requests is reset to 48.") == [("Max running requests is reset to 48.", None, "")]
