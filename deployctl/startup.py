@@ -252,7 +252,8 @@ _WARMUP_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions", "/encod
 
 
 class _Traceback:
-    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args", "evidence", "after")
+    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args", "evidence", "after",
+                 "expect_exc")
 
     def __init__(self, origin: str, rank: int | None, header: str) -> None:
         self.origin = origin
@@ -263,6 +264,9 @@ class _Traceback:
         self.in_server_args = False
         self.evidence: tuple[str, ...] = ()  # the frames up to and including the latest exception line
         self.after: list[str] = []  # what the exception printed after its first line (hints, a token tip)
+        # An exception line ends a traceback; a second one before the next "Traceback" is part of the
+        # first's message (DistBackendError's "ncclSystemError: …" line), not a new exception.
+        self.expect_exc = True
 
 
 @dataclass
@@ -660,6 +664,7 @@ class StartupParser:
         if text.startswith("Traceback (most recent call last)"):
             if self._tb is None:
                 self._tb = _Traceback("main", None, text)
+            self._tb.expect_exc = True
             return
         tb = self._tb
         if tb is not None:
@@ -667,10 +672,11 @@ class StartupParser:
             tb.lines.append(line)
             if "server_args.py" in text:
                 tb.in_server_args = True
-            if not text[:1].isspace() and EXCEPTION_LINE_RE.match(text):
+            if tb.expect_exc and not text[:1].isspace() and EXCEPTION_LINE_RE.match(text):
                 tb.exc_line = line
                 tb.evidence = tuple(tb.lines)
                 tb.after = []
+                tb.expect_exc = False
             elif tb.exc_line is not None and len(tb.after) < 3:
                 tb.after.append(line)
             return

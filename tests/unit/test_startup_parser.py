@@ -160,3 +160,21 @@ def test_memory_stays_flat_while_following() -> None:
     assert large - small < 64 * 1024, (small, large)
     report = parser.report()
     assert len(report.notices) <= 64 and len(report.deprecations) <= 64 and report.lines == len(STARTUP) + 60000
+
+
+def test_a_multi_line_exception_message_is_one_exception() -> None:
+    report = parse_lines([
+        at(1, DUMP),
+        at(9, "Scheduler hit an exception: Traceback (most recent call last):", "TP1"),
+        '  File "/x/torch/distributed/distributed_c10d.py", line 4392, in barrier',
+        "    work = group.barrier(opts=opts)",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "Last error:",
+        "socketStartConnect: Connect to 10.0.0.2<45677> failed : Software caused connection abort",
+        "",
+    ])
+    assert report.failure.kind == "nccl" and report.failure.rank == 1
+    assert report.failure.message.startswith("NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356")
+    assert report.failure.evidence[-3].startswith("ncclSystemError")
