@@ -176,12 +176,17 @@ async def wait_ready(
     probe: Probe | None = None,
     clock: Clock | None = None,
     baseline: UnitState | None = None,
-    probe_interval_s: float = 1.0,
+    probe_interval_s: float = 0.05,
     tick_s: float = 0.05,
     ready_line: str = READY_LINE,
     on_line: Callable[[JournalLine], None] | None = None,
 ) -> ReadyOutcome:
-    """Consume the three sources until the tracker decides. Sources that end simply stop contributing."""
+    """Consume the three sources until the tracker decides. Sources that end simply stop contributing.
+
+    The probe runs every 50 ms by default: journald announces new entries to followers only through a
+    250 ms timer (with 250 ms accuracy) on systemd 252, so the log path alone takes 250–500 ms, while a
+    refused connection or a 503 costs next to nothing (docs/systemd.md, benchmarks/readiness_latency.py).
+    """
     clock = clock or SystemClock()
     tracker = ReadinessTracker(started_at=clock.now(), timeout_s=timeout_s, baseline=baseline,
                                ready_line=ready_line)

@@ -130,6 +130,7 @@ async def restart_and_wait(
     clock: Clock | None = None,
     ready_line: str = READY_LINE,
     on_line: Callable[[JournalLine], None] | None = None,
+    probe_interval_s: float = 0.05,
 ) -> RestartReport:
     """Restart ``unit`` (already installed and reloaded) and wait until it is ready, crashed or timed out."""
     job, reset = await _restart_clearing_start_limit(systemd, unit)
@@ -150,7 +151,8 @@ async def restart_and_wait(
     states = systemd.watch(unit)
     try:
         outcome = await wait_ready(lines=follower, states=states, timeout_s=timeout_s, probe=probe,
-                                   clock=clock, baseline=state, ready_line=ready_line, on_line=record)
+                                   clock=clock, baseline=state, ready_line=ready_line, on_line=record,
+                                   probe_interval_s=probe_interval_s)
     finally:
         await follower.aclose()
         await states.aclose()
