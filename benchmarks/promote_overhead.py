@@ -1,0 +1,109 @@
+"""The controller's own time per promote: wall time outside server startup and benchmark traffic.
+
+Boots a sandboxed systemd (root), installs the simulated deployments of inventory/demo.yaml (time-scaled
+simulator, tiny sweep), then runs ``deployctl promote --json`` inside the sandbox several times on two
+paths: a neutral change that is kept (glm5-sim, alternating neutral ↔ baseline so every run changes
+something) and a candidate rejected by the startup gate and rolled back (qwen35-sim). For each run:
+
+- in-process overhead = the promote's wall time − time waiting for the server to be ready − benchmark
+  traffic (the runner measures both around the adapter calls; reported as ``controller_overhead``);
+- whole-command overhead = the same, from the outside: process start, imports, inventory, D-Bus
+  connection and report included.
+
+Target: < 2 s. Prints medians (and min/max) over the runs.
+
+    sudo .venv/bin/python benchmarks/promote_overhead.py --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from deployctl.commands.demo import demo_inventory
+from deployctl.sandbox import Sandbox
+
+TINY_POLICY = {
+    "bench": {"concurrency": [1, 4], "input_tokens": 64, "output_tokens": 32, "requests_per_level": 4,
+              "warmup_requests": 0},
+    "judge": {"min_trials": 2, "max_trials": 2},
+    "gates": {"startup_timeout_s": 30},
+    "verify_concurrency": [1],
+}
+FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3, help="promotes per path (default 3)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="deployctl-overhead-") as tmp:
+        inventory = Path(tmp) / "inventory.yaml"
+        data = demo_inventory(inventory)
+        for dep in data["deployments"].values():
+            dep["profiles"]["baseline"]["env"].update(FAST_SIM)
+        data["policy"] = TINY_POLICY
+        inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+        env = {"DEPLOYCTL_INVENTORY": str(inventory), "NO_COLOR": "1"}
+        with Sandbox.boot() as box:
+            for dep in ("glm5-sim", "qwen35-sim"):
+                done = box.run([sys.executable, "-c", _INSTALL, str(inventory), dep], env=env, timeout=120)
+                if done.returncode != 0:
+                    print(done.stdout, done.stderr, file=sys.stderr)
+                    return 1
+            paths = {"kept (glm5-sim neutral ↔ baseline)": [], "rejected + rolled back (qwen35-sim candidate)": []}
+            for i in range(args.runs):
+                profile = "neutral" if i % 2 == 0 else "baseline"
+                paths["kept (glm5-sim neutral ↔ baseline)"].append(_promote(box, env, profile, "glm5-sim"))
+                paths["rejected + rolled back (qwen35-sim candidate)"].append(_promote(box, env, "candidate", "qwen35-sim"))
+    print(f"controller overhead per promote, {args.runs} runs per path (target < 2 s)")
+    print(f"{'path':<48} {'in-process s (median, min–max)':>32} {'whole command s':>22} {'wall s':>8}")
+    for name, runs in paths.items():
+        inner = [r[0] for r in runs]
+        outer = [r[1] for r in runs]
+        wall = [r[2] for r in runs]
+        print(f"{name:<48} {_med(inner):>32} {_med(outer):>22} {statistics.median(wall):>8.1f}")
+    return 0
+
+
+_INSTALL = """
+import asyncio, sys
+from pathlib import Path
+from deployctl.adapters.ledger import Ledger
+from deployctl.commands._release_verbs import adopt_installed
+from deployctl.inventory import load_inventory
+from deployctl.live_adapters import install_known_good, make_site
+site = make_site(load_inventory(sys.argv[1]), sys.argv[2], Path('/var/lib/deployctl'))
+out = asyncio.run(install_known_good(site, 'baseline'))
+assert out.ready, out.message
+with Ledger.open(site.state_dir) as ledger:
+    adopt_installed(ledger, site)
+"""
+
+
+def _promote(box: Sandbox, env: dict[str, str], profile: str, deployment: str) -> tuple[float, float, float]:
+    started = time.monotonic()
+    done = box.run([sys.executable, "-m", "deployctl", "promote", profile, "-d", deployment, "--json"],
+                   env=env, timeout=300)
+    outside = time.monotonic() - started
+    try:
+        timings = json.loads(done.stdout)["timings_s"]
+    except (ValueError, KeyError):
+        raise SystemExit(f"promote {profile} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+    excluded = timings.get("startup_wait", 0.0) + timings.get("traffic", 0.0)
+    return timings["controller_overhead"], outside - excluded, outside
+
+
+def _med(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
