@@ -15,6 +15,7 @@ path is tested on data and a timeout without sleeping.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from typing import AsyncIterator, Awaitable, Callable, Literal, Protocol, Union
 
 from deployctl.adapters.journal import JournalLine
 from deployctl.adapters.systemd import UnitState
+
+log = logging.getLogger("deployctl.readiness")
 
 READY_LINE = "The server is fired up and ready to roll!"
 # PID 1 lines that close a crashed invocation: once seen, the log of the crash is complete.
@@ -193,8 +196,14 @@ async def wait_ready(
     events: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
 
     async def pump(kind: str, source: AsyncIterator[object]) -> None:
-        async for item in source:
-            events.put_nowait((kind, item))
+        # A source that ends or fails only stops contributing: the others (and the timeout) still decide.
+        try:
+            async for item in source:
+                events.put_nowait((kind, item))
+        except Exception as exc:  # noqa: BLE001 - reported, then the wait goes on without this source
+            log.warning("readiness: the %s source failed: %s", kind, exc)
+        else:
+            log.info("readiness: the %s source ended", kind)
 
     async def ticker() -> None:
         while True:

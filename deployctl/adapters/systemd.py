@@ -16,7 +16,7 @@ import os
 import signal
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
@@ -290,7 +290,7 @@ class Systemd:
             fragment_path=_v(u, "FragmentPath", ""),
         )
 
-    async def watch(self, unit: str) -> AsyncIterator[UnitState]:
+    async def watch(self, unit: str) -> AsyncGenerator[UnitState, None]:
         """Yield the unit's state now and after every change systemd announces, until the caller stops."""
         path = await self.unit_path(unit)
         queue: asyncio.Queue[None] = asyncio.Queue()

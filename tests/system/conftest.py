@@ -61,6 +61,12 @@ def service_unit(exec_start: str, *, deployment: str = "systest", extra_unit: st
 
 
 @pytest.fixture
+def unit_text() -> Callable[..., str]:
+    """``unit_text(exec_start, **options)``: a managed Type=exec unit running ``exec_start``."""
+    return service_unit
+
+
+@pytest.fixture
 def python_unit(tmp_path: Path) -> Callable[..., str]:
     """``python_unit(code, **unit_options)``: a unit whose main process runs ``code`` (a Python script).
 

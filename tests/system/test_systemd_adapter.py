@@ -15,7 +15,8 @@ from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import AccessDenied, BadUnitSetting, UnitNotFound
 from deployctl.restart import Endpoint
 from deployctl.sandbox import Sandbox
-from tests.system.conftest import service_unit
+
+UnitText = Callable[..., str]
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
@@ -27,17 +28,16 @@ async def own_lines(endpoint: Endpoint, invocation_id: str) -> list[str]:
 
 
 async def test_trial_overrides_known_good_until_discarded_and_keep_persists_it(
-    systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint
-) -> None:
+    systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint, unit_text: UnitText) -> None:
     name = "st-trial.service"
-    unit_files.install(name, service_unit(SLEEPER.format(marker="known-good")))
+    unit_files.install(name, unit_text(SLEEPER.format(marker="known-good")))
     await systemd.reload()
     assert (await systemd.restart(name)).ok
     state = await systemd.unit_state(name)
     assert state.fragment_path == f"/etc/systemd/system/{name}"
     assert await own_lines(endpoint, state.invocation_id) == ["known-good"]
 
-    unit_files.install_trial(name, service_unit(SLEEPER.format(marker="candidate")))
+    unit_files.install_trial(name, unit_text(SLEEPER.format(marker="candidate")))
     # NeedDaemonReload does not notice a new file in a higher-priority directory: always reload.
     await systemd.reload()
     assert (await systemd.restart(name)).ok
@@ -53,23 +53,22 @@ async def test_trial_overrides_known_good_until_discarded_and_keep_persists_it(
     assert state.fragment_path == f"/etc/systemd/system/{name}"
     assert await own_lines(endpoint, state.invocation_id) == ["known-good"]
 
-    unit_files.install_trial(name, service_unit(SLEEPER.format(marker="kept")))
+    unit_files.install_trial(name, unit_text(SLEEPER.format(marker="kept")))
     unit_files.keep(name)
-    assert unit_files.previous(name) == service_unit(SLEEPER.format(marker="known-good"))
+    assert unit_files.previous(name) == unit_text(SLEEPER.format(marker="known-good"))
     await systemd.reload()
     assert (await systemd.restart(name)).ok
     state = await systemd.unit_state(name)
     assert state.fragment_path == f"/etc/systemd/system/{name}" and not state.need_daemon_reload
     assert await own_lines(endpoint, state.invocation_id) == ["kept"]
-    unit_files.install(name, service_unit(SLEEPER.format(marker="edited")))
+    unit_files.install(name, unit_text(SLEEPER.format(marker="edited")))
     assert (await systemd.unit_state(name)).need_daemon_reload  # an edited fragment is noticed
     await systemd.reload()
     await systemd.stop(name)
 
 
 async def test_unknown_unit_and_bad_unit_file_map_to_deployctl_errors(
-    systemd: Systemd, unit_files: UnitFiles
-) -> None:
+    systemd: Systemd, unit_files: UnitFiles, unit_text: UnitText) -> None:
     with pytest.raises(UnitNotFound) as missing:
         await systemd.restart("st-no-such-unit.service")
     assert missing.value.hint
@@ -96,9 +95,9 @@ async def test_every_job_result_arrives_for_instant_jobs(systemd: Systemd, unit_
         assert (await asyncio.wait_for(systemd.restart(name), 5)).result == "done"
 
 
-async def test_watch_reports_state_changes(systemd: Systemd, unit_files: UnitFiles) -> None:
+async def test_watch_reports_state_changes(systemd: Systemd, unit_files: UnitFiles, unit_text: UnitText) -> None:
     name = "st-watch.service"
-    unit_files.install(name, service_unit("/bin/sh -c 'sleep 0.5; exit 4'"))
+    unit_files.install(name, unit_text("/bin/sh -c 'sleep 0.5; exit 4'"))
     await systemd.reload()
     watch = systemd.watch(name)
     try:
@@ -159,10 +158,9 @@ def _as_nobody_in(sandbox: Sandbox, unit: str) -> dict[str, str]:
 
 
 async def test_non_root_caller_gets_the_access_denied_hint(
-    sandbox: Sandbox, systemd: Systemd, unit_files: UnitFiles
-) -> None:
+    sandbox: Sandbox, systemd: Systemd, unit_files: UnitFiles, unit_text: UnitText) -> None:
     name = "st-denied.service"
-    unit_files.install(name, service_unit(SLEEPER.format(marker="x")))
+    unit_files.install(name, unit_text(SLEEPER.format(marker="x")))
     await systemd.reload()
     result = await asyncio.to_thread(_as_nobody_in, sandbox, name)
     assert result.get("error") == "AccessDenied", result

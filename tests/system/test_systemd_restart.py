@@ -45,11 +45,10 @@ async def test_ready_after_lines(systemd: Systemd, unit_files: UnitFiles, endpoi
     await systemd.stop(name)
 
 
-async def test_missing_binary_fails_the_job(systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint) -> None:
-    from tests.system.conftest import service_unit
-
+async def test_missing_binary_fails_the_job(systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint,
+                                           unit_text: Callable[..., str]) -> None:
     name = "st-missing.service"
-    await install(systemd, unit_files, name, service_unit("/nonexistent/bin/sglang-server --port 1"))
+    await install(systemd, unit_files, name, unit_text("/nonexistent/bin/sglang-server --port 1"))
     report = await restart_and_wait(systemd, endpoint.journal(), name, timeout_s=20)
     assert report.job.result == "failed"
     outcome = report.outcome
