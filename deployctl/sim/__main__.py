@@ -53,7 +53,11 @@ def _die(code: int) -> None:
 
 
 async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
-    version = cli.canonical_version(env.get("SGLANG_SIM_VERSION") or world()["default_version"])
+    try:
+        version = cli.canonical_version(env.get("SGLANG_SIM_VERSION") or world()["default_version"])
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        _die(2)
     parsed = cli.parse(version, argv)
     try:
         faults = parse_faults(env.get("SGLANG_SIM_FAULT"))

@@ -10,13 +10,15 @@ proportionally higher tok/s while every ratio stays the same.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
 
 from deployctl.sim.throughput import PerfModel
 
-_MAX_LAG_S = 0.25  # beyond this the loop stops owing time: a CPU-bound simulator shows up as lost throughput
+_MAX_LAG_S = 0.25
+_TAU_S = 1.0  # beyond this the loop stops owing time: a CPU-bound simulator shows up as lost throughput
 
 
 @dataclass(eq=False)
@@ -55,8 +57,9 @@ class Engine:
         self.rng = random.Random(seed)
         self._kick: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
-        self.busy_ema = 0.0
-        self.batch_ema = 0.0
+        self._busy = 0.0       # share of recent real time spent stepping (time constant _TAU_S)
+        self._batch = 0.0      # recent mean batch size
+        self._last = 0.0
         self.tokens_out = 0
 
     def start(self) -> None:
@@ -85,7 +88,6 @@ class Engine:
         t0, vt = loop.time(), 0.0
         while True:
             if not self.waiting and not self.running:
-                self.busy_ema *= 0.5
                 self._kick = loop.create_future()
                 await self._kick
                 t0, vt = loop.time(), 0.0
@@ -112,8 +114,7 @@ class Engine:
                 if delay < -_MAX_LAG_S:
                     t0 -= delay + _MAX_LAG_S
                 await asyncio.sleep(0)
-            self.batch_ema = 0.9 * self.batch_ema + 0.1 * len(self.running)
-            self.busy_ema = 0.95 * self.busy_ema + 0.05
+            self._observe(loop.time(), len(self.running) + len(admitted))
             if admitted:
                 now = loop.time()
                 for req in admitted:
@@ -140,6 +141,19 @@ class Engine:
                 if not req.finished:
                     still.append(req)
             self.running = still
+
+    def _observe(self, now: float, batch: int) -> None:
+        gap = now - self._last
+        # idle time since the previous step decays the load, the step itself adds to it
+        keep = math.exp(-gap / _TAU_S)
+        self._busy = self._busy * keep + (1 - keep) * (1.0 if gap < 0.2 else 0.0)
+        self._batch = self._batch * keep + (1 - keep) * batch
+        self._last = now
+
+    def load(self, now: float) -> tuple[float, float]:
+        """(busy share, mean batch) over the last second or so, for the simulated power draw."""
+        keep = math.exp(-max(now - self._last, 0.0) / _TAU_S)
+        return self._busy * keep, self._batch * keep
 
     @staticmethod
     def _finish_or_wake(req: Request) -> None:

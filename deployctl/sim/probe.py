@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 
 import aiohttp
@@ -61,3 +67,67 @@ async def run_level(base_url: str, concurrency: int, requests: int, input_tokens
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         wall = time.perf_counter() - start
     return LevelResult(concurrency, requests, totals["tokens"], wall, totals["chunks"])
+
+
+@dataclass
+class SimHandle:
+    """A simulator child process started by `launch`; `log()` returns what it wrote to stderr."""
+
+    proc: "subprocess.Popen[bytes]"
+    port: int
+    stderr_path: str
+    stdout_path: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        with open(self.stderr_path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+
+    def access_log(self) -> str:
+        with open(self.stdout_path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(flags: list[str], env: dict[str, str], workdir: str, port: int | None = None) -> SimHandle:
+    """Start `python -m deployctl.sim FLAGS --host 127.0.0.1 --port P` with `env` over os.environ."""
+    port = port or free_port()
+    stderr_path = os.path.join(workdir, f"sim-{port}.err")
+    stdout_path = os.path.join(workdir, f"sim-{port}.out")
+    with open(stderr_path, "wb") as err, open(stdout_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "deployctl.sim", *flags, "--host", "127.0.0.1", "--port", str(port)],
+                                env={**os.environ, **env}, stdout=out, stderr=err)
+    return SimHandle(proc, port, stderr_path, stdout_path)
+
+
+def wait_ready(sim: SimHandle, timeout_s: float = 30.0) -> bool:
+    """Poll /health until 200; False if the process exits or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sim.proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{sim.url}/health", timeout=1) as resp:
+                if resp.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        time.sleep(0.05)
+    return False

@@ -182,14 +182,10 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
     hbm = gpu.memory_gb
     if args.get("chunked_prefill_size") is None:
         args["chunked_prefill_size"] = 2048 if hbm < 35 else 4096 if hbm < 60 else 8192 if hbm < 160 else 16384
-    if "cuda_graph_max_bs" in args and args.get("cuda_graph_max_bs") is None:
-        if not modern:
-            args["cuda_graph_max_bs"] = 256
-        elif hbm < 160:
-            args["cuda_graph_max_bs"] = 512 if tp >= 4 else 256
-        else:
-            args["cuda_graph_max_bs"] = 512
-    max_bs = int(args.get("cuda_graph_max_bs") or 512)
+    # 0.4.x leaves the field None in the dump and lets the graph runner pick 256
+    if modern and "cuda_graph_max_bs" in args and args.get("cuda_graph_max_bs") is None:
+        args["cuda_graph_max_bs"] = 512 if hbm >= 160 or tp >= 4 else 256
+    max_bs = int(args.get("cuda_graph_max_bs") or (512 if modern else 256))
     if "cuda_graph_bs" in args and args.get("cuda_graph_bs") is None:
         args["cuda_graph_bs"] = _cuda_graph_bs(version, max_bs, speculative)
 
@@ -220,7 +216,7 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
             reserved += 4 * 1024 if version != "0.5.9" else 2 * 1024
         args["mem_fraction_static"] = round((mem_mb - reserved) / mem_mb, 3)
     elif args.get("mem_fraction_static") is None:
-        args["mem_fraction_static"] = 0.858
+        args["mem_fraction_static"] = fmt["default_mem_fraction_static"]
 
     cuda_graph = not args.get("disable_cuda_graph")
     kv_dtype = args.get("kv_cache_dtype", "auto")

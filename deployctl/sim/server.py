@@ -136,14 +136,15 @@ def build_app(state: ServerState) -> web.Application:
 
     async def telemetry(_: web.Request) -> web.Response:
         engine, host = state.engine, state.host
+        busy, batch = engine.load(asyncio.get_running_loop().time())
         gpus = []
         for i in range(host.count):
             active = i < r.tp
-            power = engine.perf.power_w(engine.busy_ema, engine.batch_ema) if active else host.gpu.idle_w
+            power = engine.perf.power_w(busy, batch) if active else host.gpu.idle_w
             used = (host.gpu.total_gib - r.memory.avail_pool_end) if active and r.memory else 0.0
             gpus.append({"index": i, "name": host.gpu.name, "power_w": round(power, 1),
                          "power_limit_w": host.gpu.power_limit_w,
-                         "sm_util_pct": round(100 * engine.busy_ema if active else 0.0, 1),
+                         "sm_util_pct": round(100 * busy if active else 0.0, 1),
                          "mem_used_gb": round(used, 2), "mem_total_gb": host.gpu.total_gib})
         return web.json_response({"simulated": True, "gpus": gpus})
 
