@@ -256,8 +256,13 @@ class Systemd:
         return await self._job("stop", "StopUnit", unit, timeout)
 
     async def reset_failed(self, unit: str) -> None:
-        """Clear the failed state and the start-limit counter (``Result=start-limit-hit``)."""
-        await self._manager("ResetFailedUnit", "s", [unit], unit=unit)
+        """Clear the failed state and the start-limit counter (``Result=start-limit-hit``).
+
+        A unit that is not loaded has nothing to clear (systemd answers NoSuchUnit): not an error."""
+        try:
+            await self._manager("ResetFailedUnit", "s", [unit], unit=unit)
+        except UnitNotFound:
+            log.debug("reset-failed %s: not loaded, nothing to clear", unit)
 
     async def unit_path(self, unit: str) -> str:
         path = self._paths.get(unit)

@@ -6,6 +6,9 @@ import asyncio
 import ctypes
 import json
 import os
+import tempfile
+import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -80,6 +83,25 @@ async def test_unknown_unit_and_bad_unit_file_map_to_deployctl_errors(
     assert name in bad.value.message and "systemd-analyze verify" in (bad.value.hint or "")
     state = await systemd.unit_state(name)
     assert state.load_state == "bad-setting"
+
+
+async def test_reset_failed_on_a_unit_that_is_not_loaded_is_a_no_op(systemd: Systemd) -> None:
+    await systemd.reset_failed("st-never-installed.service")
+
+
+def test_booting_a_sandbox_leaves_the_host_tmp_alone() -> None:
+    # systemd-tmpfiles would clean the shared /tmp at boot; the sandbox masks it.
+    marker = Path(tempfile.mkdtemp(prefix="deployctl-tmp-survives-")) / "marker"
+    marker.write_text("still here")
+    old = time.time() - 90 * 86400
+    os.utime(marker, (old, old))  # old enough for any age-based cleaning
+    try:
+        with Sandbox.boot() as second:
+            assert second.run(["systemctl", "is-system-running"]).stdout.strip() in ("running", "degraded")
+        assert marker.read_text() == "still here"
+    finally:
+        marker.unlink(missing_ok=True)
+        marker.parent.rmdir()
 
 
 async def test_every_job_result_arrives_for_instant_jobs(systemd: Systemd, unit_files: UnitFiles) -> None:

@@ -122,6 +122,13 @@ def test_restart_then_status_then_a_crashing_profile(sandbox: Sandbox, inventory
     assert shown["active_state"] == "failed" and shown["profile"] == "bad"
 
 
+def test_status_of_a_deployment_not_installed_yet(sandbox: Sandbox, inventory: Path) -> None:
+    inventory.write_text(inventory.read_text().replace("toy-verbs.service", "toy-absent.service"))
+    shown = deployctl(sandbox, inventory, "status", "toy")
+    assert shown.returncode == 0, shown.stderr
+    assert "unit file: not installed" in shown.stdout and "inactive/dead" in shown.stdout
+
+
 def test_a_hand_written_unit_is_only_replaced_with_adopt(sandbox: Sandbox, inventory: Path) -> None:
     inv = inventory.read_text().replace("toy-verbs.service", "toy-adopt.service")
     inventory.write_text(inv)
