@@ -164,6 +164,7 @@ class StartupReport:
     last_timestamp: str | None = None
     total_seconds: float | None = None
     lines: int = 0
+    earlier_starts: int = 0  # starts earlier in the same stream, left out of this report
 
     # -- the facts most callers want ----------------------------------------------------------------
     @property
@@ -310,8 +311,10 @@ class StartupParser:
         self._phase_start: dict[str, tuple[str, int | None]] = {}
         self._first_ts: tuple[str, int | None] | None = None
         self._last_ts: tuple[str, int | None] | None = None
-        self._server_args: dict[str, Any] | None = None
-        self._server_args_format: str | None = None
+        # The dump is kept as text and parsed once, when a report first needs it: a stream with many
+        # starts (a file appended across restarts) then costs one parse, not one per start.
+        self._dump: str | None = None
+        self._parsed: tuple[dict[str, Any], str] | None = None
         self._summary: SchedulerSummary | None = None
         self._kv: KvCache | None = None
         self._kv_dtype: str | None = None
@@ -343,6 +346,8 @@ class StartupParser:
         self._http_up = False
         self._ready = False
         self._server_info: Mapping[str, Any] | None = None
+        self._pending_bare: list[str] = []  # bare lines since the last timestamped record
+        self._earlier_starts = 0
         if server_info is not None:
             self.set_server_info(server_info)
 
@@ -385,7 +390,21 @@ class StartupParser:
         if reason not in self._version_cues:
             self._version_cues[reason] = version
 
+    def _new_start(self) -> None:
+        """A second ``server_args=`` dump: the stream (a file appended to across restarts) holds
+        another start. The report describes the last one; the bare lines printed just before this
+        dump belong to it and are carried over."""
+        carried, lines, starts = self._pending_bare, self._lines, self._earlier_starts + 1
+        self.__init__(server_info=self._server_info)  # type: ignore[misc]
+        self._lines, self._earlier_starts = lines, starts
+        for text in carried:
+            self._on_bare(text)
+
     def _on_record(self, rec: Record) -> None:
+        if self._dump is not None and rec.text.startswith("server_args="):
+            self._new_start()
+        if self._pending_bare:
+            self._pending_bare = []
         stamp = (rec.ts, rec.ms)
         if self._first_ts is None:
             self._first_ts = stamp  # type: ignore[assignment]
@@ -515,11 +534,16 @@ class StartupParser:
                 self._warmup_request += f" ({status})"
 
     def _on_dump(self, msg: str) -> None:
-        if self._server_args is not None:  # one dump per start; a second one is another start's
-            return
-        parsed = parse_server_args(msg)
-        if parsed is not None:
-            self._server_args, self._server_args_format = parsed
+        self._dump = msg
+
+    def _args(self) -> dict[str, Any] | None:
+        if self._dump is not None and self._parsed is None:
+            self._parsed = parse_server_args(self._dump) or ({}, "")
+        return self._parsed[0] if self._parsed and self._parsed[0] else None
+
+    @property
+    def _server_args_format(self) -> str | None:
+        return self._parsed[1] if self._args() is not None and self._parsed else None
 
     def _on_load_end(self, msg: str, rank: Rank | None) -> None:
         match = _LOAD_END_RE.match(msg)
@@ -642,6 +666,8 @@ class StartupParser:
     def _on_bare(self, text: str) -> None:
         if not text:
             return
+        if len(self._pending_bare) < _MAX_NOTICES:
+            self._pending_bare.append(text)
         self._recent.append(text if len(text) <= _MAX_LINE_KEEP else _clip(text))
         if self._usage:
             error = ARGPARSE_ERROR_RE.match(text)
@@ -737,7 +763,7 @@ class StartupParser:
             failure = _Failure("exception", "a scheduler process failed (Received sigquit from a child process)",
                                tuple(r if isinstance(r, str) else _label(r) for r in self._recent)[-12:], None, [])
         outcome = "failed" if failure else "ready" if self._ready else "starting"
-        args = self._server_args
+        args = self._args()
         version, source, evidence = self._version()
         phases, total = self._phases()
         return StartupReport(
@@ -772,6 +798,7 @@ class StartupParser:
             last_timestamp=_fmt(self._last_ts),
             total_seconds=total,
             lines=self._lines,
+            earlier_starts=self._earlier_starts,
         )
 
     def _info_mrr(self) -> int | None:
@@ -804,7 +831,7 @@ class StartupParser:
         return tuple(out), total
 
     def _cuda_graph(self, failure: _Failure | None) -> CudaGraph:
-        args = self._server_args or {}
+        args = self._args() or {}
         sizes = tuple(sorted(set(self._capture_bs.get("target_decode", ())), reverse=True))
         seconds = self._capture_seconds.get("target_decode")
         draft = "draft_decode" in self._capture_ended
@@ -823,7 +850,7 @@ class StartupParser:
         return CudaGraph("unknown", evidence="no capture lines and no dump field saying it was disabled")
 
     def _piecewise(self, failure: _Failure | None) -> PiecewiseCudaGraph:
-        args = self._server_args or {}
+        args = self._args() or {}
         if "target_prefill" in self._capture_ended:
             return PiecewiseCudaGraph("captured", False, None, "Capture piecewise/prefill CUDA graph end")
         if self._prefill_disable_reason is not None:
@@ -864,8 +891,9 @@ class StartupParser:
         info = self._server_info or {}
         if isinstance(info.get("version"), str):
             return info["version"], "server_info", "GET /server_info version"
-        if self._server_args is not None:
-            version, evidence = version_from_fields(frozenset(self._server_args), self._server_args_format or "")
+        args = self._args()
+        if args:
+            version, evidence = version_from_fields(frozenset(args), self._server_args_format or "")
             if version is not None:
                 exact = not version.startswith("~")
                 return version.lstrip("~"), "log_exact" if exact else "log_inferred", evidence

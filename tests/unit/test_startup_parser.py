@@ -178,3 +178,16 @@ def test_a_multi_line_exception_message_is_one_exception() -> None:
     assert report.failure.kind == "nccl" and report.failure.rank == 1
     assert report.failure.message.startswith("NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356")
     assert report.failure.evidence[-3].startswith("ncclSystemError")
+
+
+def test_a_file_appended_across_restarts_reports_the_last_start() -> None:
+    from pathlib import Path
+
+    logs = Path(__file__).resolve().parent.parent / "data" / "logs"
+    failed = (next(logs.glob("04-*.log"))).read_bytes().decode().split("\n")
+    good = (next(logs.glob("03-*.log"))).read_bytes().decode().split("\n")
+    report = parse_lines(failed + good)
+    alone = parse_lines(good)
+    assert report.ready and report.failure is None and report.earlier_starts == 1
+    assert report.notices == alone.notices and report.phases == alone.phases
+    assert report.max_running_requests == 1024
