@@ -91,7 +91,17 @@ def build_app(state: ServerState) -> web.Application:
     served = args.get("served_model_name") or r.model_path
     model = r.model or {}
     ctx = args.get("context_length") or model.get("context_len", 0)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    api_key = args.get("api_key")
+
+    @web.middleware
+    async def require_key(request: web.Request, handler: Callable) -> web.StreamResponse:
+        # SGLang's --api-key guards everything but the health probes
+        if api_key and request.path not in ("/health", "/health_generate", "/sim/telemetry") \
+                and request.headers.get("Authorization") != f"Bearer {api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[require_key] if api_key else [])
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200 if state.ready else 503)

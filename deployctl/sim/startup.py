@@ -267,6 +267,11 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
         avail -= mem["graph_usage_gib"]
         if fmt["piecewise"] == "default_on" and r.piecewise_disabled:
             yield from _per_rank(r, "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set")
+        elif fmt["piecewise"] in ("default_on", "opt_in") and not r.piecewise_disabled:
+            yield from _per_rank(r, f"Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB")
+            yield Pause(ph["capture_per_bs"] * 10)
+            avail -= 0.31
+            yield from _per_rank(r, f"Capture piecewise CUDA graph end. Time elapsed: 14.62 s. mem usage=0.31 GB. avail mem={avail:.2f} GB.")
     if r.speculative:
         yield from _per_rank(r, "Init torch distributed begin." if ver != "0.5.23" else "Init parallel begin.")
         for rank in range(r.tp):

@@ -59,7 +59,9 @@ def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: 
     if env.get("SGLANG_SIM_FORCE_AR_FUSION", "0") == "1":
         factor *= w["effects"]["force_ar_fusion"]["throughput"]
         power *= w["effects"]["force_ar_fusion"]["power"]
-    points = tuple(sorted((int(b), float(t)) for b, t in perf["decode_agg_tok_s"].items()))
+    # the calibration tables include speculative decoding where the preset's reference run used it
+    gain = 1.0 if speculative else float(perf.get("speculative_gain", 1.0))
+    points = tuple(sorted((int(b), float(t) / gain) for b, t in perf["decode_agg_tok_s"].items()))
     return PerfModel(points=points, prefill_tok_s=float(perf["prefill_tok_s"]),
                      accept_length=float(perf["accept_length"]) if speculative else 1.0,
                      factor=factor, idle_w=idle_w, load_w=float(perf["load_power_w"]),

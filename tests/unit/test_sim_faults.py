@@ -1,0 +1,49 @@
+"""SGLANG_SIM_FAULT parsing and the performance model's pure parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployctl.sim.faults import FaultSpecError, parse_faults
+from deployctl.sim.throughput import build
+from deployctl.sim.world import host_from_env, world
+
+
+def test_fault_spec_combines_items() -> None:
+    faults = parse_faults("hang:capture, crash_after:50,error_rate:0.02,stall_streams,slow_start:3,nccl")
+    assert faults.hang_phase == "capture" and faults.crash_after == 50 and faults.error_rate == 0.02
+    assert faults.stall_streams and faults.slow_start == 3.0 and faults.start == {"nccl"}
+    assert parse_faults(None) == parse_faults("")
+
+
+@pytest.mark.parametrize("bad", ["hang:lunch", "crash_after:x", "oom", "nccl:1"])
+def test_bad_fault_spec_names_the_accepted_forms(bad: str) -> None:
+    with pytest.raises(FaultSpecError, match="hang:<args|init"):
+        parse_faults(bad)
+
+
+def test_forced_fusion_scales_throughput_and_power() -> None:
+    model = world()["models"]["lukealonso/GLM-5-NVFP4"]
+    normal = build(model, {"SGLANG_SIM_NOISE": "0"}, 84, 600, cuda_graph=False, speculative=False)
+    forced = build(model, {"SGLANG_SIM_NOISE": "0", "SGLANG_SIM_FORCE_AR_FUSION": "1"}, 84, 600, cuda_graph=False, speculative=False)
+    assert forced.decode_step_s(64) == pytest.approx(normal.decode_step_s(64) / 0.13)
+    assert normal.power_w(1.0, 64) == pytest.approx(250)
+    assert forced.power_w(1.0, 64) == pytest.approx(125)
+    assert normal.power_w(0.0, 0) == 84
+
+
+def test_noise_is_seedable_and_about_the_configured_sigma() -> None:
+    model = world()["models"]["Qwen/Qwen3.5-122B-A10B"]
+    factors = [build(model, {"SGLANG_SIM_SEED": str(s)}, 84, 600, True, True).factor for s in range(400)]
+    assert build(model, {"SGLANG_SIM_SEED": "3"}, 84, 600, True, True).factor == factors[3]
+    mean = sum(factors) / len(factors)
+    sigma = (sum((f - mean) ** 2 for f in factors) / len(factors)) ** 0.5
+    assert 0.011 < sigma < 0.02
+
+
+def test_host_from_env_reads_the_contract_variables() -> None:
+    host = host_from_env({"SGLANG_SIM_GPU_NAME": "NVIDIA H100 80GB HBM3", "SGLANG_SIM_GPU_COUNT": "4",
+                          "SGLANG_SIM_COMPUTE_CAPABILITY": "sm90", "SGLANG_SIM_POWER_LIMIT_W": "650", "SGLANG_SIM_P2P": "1"})
+    assert host.gpu.sm_major == 9 and host.count == 4 and host.gpu.power_limit_w == 650 and host.p2p
+    default = host_from_env({})
+    assert default.gpu.name == "NVIDIA RTX PRO 6000 Blackwell Server Edition" and default.gpu.sm_major == 12
