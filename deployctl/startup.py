@@ -855,7 +855,8 @@ class StartupParser:
             return PiecewiseCudaGraph("captured", False, None, "Capture piecewise/prefill CUDA graph end")
         if self._prefill_disable_reason is not None:
             reason = self._prefill_disable_reason
-            explicit = "--cuda-graph-backend-prefill" in reason or "explicit" in reason
+            explicit = any(cue in reason for cue in ("--cuda-graph-backend-prefill", "explicit", "--disable-cuda-graph",
+                                                     "disable_cuda_graph", "disable_prefill_cuda_graph"))
             return PiecewiseCudaGraph("disabled", not explicit, reason,
                                       f"Disable prefill CUDA graph because {reason}")
         if "disable_piecewise_cuda_graph" in args:
@@ -873,7 +874,7 @@ class StartupParser:
                                       "server_args enable_piecewise_cuda_graph=False (opt-in before 0.5.10)")
         if self._server_args_format == "dict":
             backend = _nested(args, "cuda_graph_config", "prefill", "backend")
-            if backend == "disabled":
+            if backend == "disabled" or args.get("disable_prefill_cuda_graph") is True:
                 return PiecewiseCudaGraph("disabled", None, None, "cuda_graph_config.prefill.backend='disabled'")
             return self._piecewise_pending(failure, f"cuda_graph_config.prefill.backend={backend!r}")
         if args:
@@ -946,7 +947,7 @@ def _nested(data: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _decode_graph_disabled(args: Mapping[str, Any]) -> bool:
-    if args.get("disable_cuda_graph") is True:
+    if args.get("disable_cuda_graph") is True or args.get("disable_decode_cuda_graph") is True:
         return True
     return _nested(args, "cuda_graph_config", "decode", "backend") == "disabled"
 
@@ -954,6 +955,8 @@ def _decode_graph_disabled(args: Mapping[str, Any]) -> bool:
 def _disabled_evidence(args: Mapping[str, Any]) -> str:
     if args.get("disable_cuda_graph") is True:
         return "server_args disable_cuda_graph=True; no 'Capture cuda graph' lines (nothing is printed when disabled)"
+    if args.get("disable_decode_cuda_graph") is True:
+        return "server_args disable_decode_cuda_graph=True"
     return "cuda_graph_config.decode.backend='disabled'"
 
 

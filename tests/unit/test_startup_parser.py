@@ -191,3 +191,18 @@ def test_a_file_appended_across_restarts_reports_the_last_start() -> None:
     assert report.ready and report.failure is None and report.earlier_starts == 1
     assert report.notices == alone.notices and report.phases == alone.phases
     assert report.max_running_requests == 1024
+
+
+def test_0_5_23_deprecated_disable_cuda_graph_disables_both_graphs() -> None:
+    dump = ("server_args={'tp_size': 4, 'disable_cuda_graph': True, 'cuda_graph_config': "
+            "{'decode': {'backend': 'disabled'}, 'prefill': {'backend': 'disabled'}}}")
+    report = parse_lines([
+        at(0, "\x1b[1;33m--disable-cuda-graph is deprecated; use --cuda-graph-backend-decode=disabled "
+              "--cuda-graph-backend-prefill=disabled\x1b[0m"),
+        at(1, dump),
+        at(40, "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
+               "(--disable-cuda-graph)", "TP0"),
+    ])
+    assert report.cuda_graph.state == "disabled"
+    assert (report.piecewise_cuda_graph.state, report.piecewise_cuda_graph.auto_set) == ("disabled", False)
+    assert report.deprecations[0].flags[0] == "--disable-cuda-graph"
