@@ -134,6 +134,14 @@ class Sandbox:
             raise SandboxError(f"the sandboxed systemd is {state or 'unreachable'}: {done.stderr.strip()}")
         # The bus socket is what every client needs; dbus.socket is part of basic.target.
         self._wait_for(self.root / "run/dbus/system_bus_socket", deadline, "the sandbox's system bus")
+        # dbus is socket-activated: systemd takes its name on the bus only once dbus.service runs.
+        self.run(["systemctl", "start", "dbus.service"], timeout=max(1.0, deadline - time.monotonic()))
+        owner = ["busctl", "--system", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                 "org.freedesktop.DBus", "GetNameOwner", "s", "org.freedesktop.systemd1"]
+        while self.run(owner, timeout=5).returncode != 0:
+            if time.monotonic() > deadline or not self.alive:
+                raise SandboxError("systemd never appeared on the sandbox's system bus")
+            time.sleep(0.02)
 
     def _wait_for(self, path: Path, deadline: float, what: str) -> None:
         while not path.exists():

@@ -145,6 +145,7 @@ class Systemd:
         self._job_waiters: dict[str, list[asyncio.Future[str]]] = {}
         self._watchers: dict[str, list[asyncio.Queue[None]]] = {}
         self._paths: dict[str, str] = {}
+        self._systemd_name = ""  # systemd's unique bus name, set by connect()
         bus.add_message_handler(self._on_message)
 
     @classmethod
@@ -160,6 +161,14 @@ class Systemd:
             ) from exc
         self = cls(bus)
         try:
+            try:
+                (self._systemd_name,) = await self._call("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                         "org.freedesktop.DBus", "GetNameOwner", "s", [SYSTEMD])
+            except SystemdError as exc:
+                raise SystemdError(
+                    f"systemd is not on the system bus at {address or 'the default socket'}",
+                    hint="deployctl needs systemd as the init system of the host (or a sandbox's bus address)",
+                ) from exc
             # The match rules are in place (the bus keeps per-connection order) before any job starts.
             for rule in (
                 f"type='signal',sender='{SYSTEMD}',interface='{MANAGER}',member='JobRemoved'",
@@ -177,8 +186,8 @@ class Systemd:
         self._bus.disconnect()
         try:
             await asyncio.wait_for(self._bus.wait_for_disconnect(), 2)
-        except (asyncio.TimeoutError, Exception):  # already gone is fine
-            pass
+        except Exception:  # noqa: BLE001 - closing: a connection already gone (or slow to go) is fine
+            log.debug("systemd bus: disconnect did not complete cleanly")
 
     async def __aenter__(self) -> "Systemd":
         return self
@@ -189,7 +198,8 @@ class Systemd:
     # --- signals -------------------------------------------------------------------------------
 
     def _on_message(self, msg: Message) -> None:
-        if msg.message_type is not MessageType.SIGNAL:
+        # Only systemd's own signals: a signal sent straight to this connection bypasses the match rules.
+        if msg.message_type is not MessageType.SIGNAL or msg.sender != self._systemd_name:
             return
         if msg.member == "JobRemoved" and msg.interface == MANAGER:
             _id, job, _unit, result = msg.body
@@ -208,10 +218,18 @@ class Systemd:
 
     async def _call(self, dest: str, path: str, iface: str, member: str, signature: str = "",
                     body: list[Any] | None = None, unit: str | None = None) -> list[Any]:
-        reply = await self._bus.call(Message(destination=dest, path=path, interface=iface, member=member,
-                                             signature=signature, body=body or []))
+        message = Message(destination=dest, path=path, interface=iface, member=member, signature=signature,
+                          body=body or [])
+        try:
+            reply = await self._bus.call(message)
+        except DBusError as exc:
+            raise _map_error(exc, unit) from exc
+        except (OSError, EOFError) as exc:
+            raise SystemdError(f"lost the connection to systemd's bus: {exc}",
+                               hint="is systemd (and dbus) still running?") from exc
         if reply.message_type is MessageType.ERROR:
-            raise _map_error(DBusError._from_message(reply), unit)
+            text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+            raise _map_error(DBusError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text), unit)
         return reply.body
 
     async def _manager(self, member: str, signature: str = "", body: list[Any] | None = None,
