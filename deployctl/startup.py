@@ -165,6 +165,7 @@ class StartupReport:
     total_seconds: float | None = None
     lines: int = 0
     earlier_starts: int = 0  # starts earlier in the same stream, left out of this report
+    blob_lines: int = 0  # lines journalctl showed as "[N blob data]" (read without -a): their facts are lost
 
     # -- the facts most callers want ----------------------------------------------------------------
     @property
@@ -348,6 +349,7 @@ class StartupParser:
         self._server_info: Mapping[str, Any] | None = None
         self._pending_bare: list[str] = []  # bare lines since the last timestamped record
         self._earlier_starts = 0
+        self._blob_lines = 0
         if server_info is not None:
             self.set_server_info(server_info)
 
@@ -666,6 +668,9 @@ class StartupParser:
     def _on_bare(self, text: str) -> None:
         if not text:
             return
+        if text.endswith(" blob data]") and text.startswith("["):
+            self._blob_lines += 1  # journalctl without -a: the line held a \r meter (and what was glued to it)
+            return
         if len(self._pending_bare) < _MAX_NOTICES:
             self._pending_bare.append(text)
         self._recent.append(text if len(text) <= _MAX_LINE_KEEP else _clip(text))
@@ -799,6 +804,7 @@ class StartupParser:
             total_seconds=total,
             lines=self._lines,
             earlier_starts=self._earlier_starts,
+            blob_lines=self._blob_lines,
         )
 
     def _info_mrr(self) -> int | None:

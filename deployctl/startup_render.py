@@ -120,6 +120,11 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         shown = [f"{p.name} {_duration(p.seconds)}" + ("…" if not p.complete else "")
                  for p in report.phases if p.name != "ready"]
         lines.append("  phases    " + " · ".join(shown))
+    if report.blob_lines:
+        lines.append(f"  note      {report.blob_lines} line(s) read as '[N blob data]' (journalctl without -a): "
+                     "what was printed on them (progress bars and records glued to them) is missing")
+    if report.earlier_starts:
+        lines.append(f"  note      this log holds {report.earlier_starts} earlier start(s); this is the last one")
     if report.failure is not None and report.failure.evidence:
         lines.append("  evidence:")
         evidence = report.failure.evidence if verbose else report.failure.evidence[-6:]

@@ -126,6 +126,8 @@ def test_phase_and_ranks(case: tuple[dict, StartupReport]) -> None:
         assert list(report.tp_ranks) == expect["tp_ranks"]
     if "ranks" in expect:
         assert list(report.ranks) == expect["ranks"]
+    if "blob_lines" in expect:
+        assert report.blob_lines == expect["blob_lines"]
     if "deprecated_flags" in expect:
         assert [flag for d in report.deprecations for flag in d.flags] == expect["deprecated_flags"]
 
