@@ -31,9 +31,9 @@ from deployctl.commands.demo import demo_inventory
 from deployctl.sandbox import Sandbox
 
 TINY_POLICY = {
-    "bench": {"concurrency": [1, 4], "input_tokens": 64, "output_tokens": 32, "requests_per_level": 4,
-              "warmup_requests": 0},
-    "judge": {"min_trials": 2, "max_trials": 2},
+    "bench": {"concurrency": [1, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 8,
+              "warmup_requests": 1},
+    "judge": {"min_trials": 2, "max_trials": 3},
     "gates": {"startup_timeout_s": 30},
     "verify_concurrency": [1],
 }
@@ -43,6 +43,7 @@ FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_S
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="promotes per path (default 3)")
+    parser.add_argument("--phases", action="store_true", help="also print the median own time of each phase")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="deployctl-overhead-") as tmp:
         inventory = Path(tmp) / "inventory.yaml"
@@ -59,17 +60,25 @@ def main() -> int:
                     print(done.stdout, done.stderr, file=sys.stderr)
                     return 1
             paths = {"kept (glm5-sim neutral ↔ baseline)": [], "rejected + rolled back (qwen35-sim candidate)": []}
-            for i in range(args.runs):
-                profile = "neutral" if i % 2 == 0 else "baseline"
-                paths["kept (glm5-sim neutral ↔ baseline)"].append(_promote(box, env, profile, "glm5-sim"))
+            live = "baseline"
+            for _ in range(args.runs):
+                profile = "neutral" if live == "baseline" else "baseline"
+                run = _promote(box, env, profile, "glm5-sim")
+                live = profile if run[3] == "kept" else live
+                paths["kept (glm5-sim neutral ↔ baseline)"].append(run)
                 paths["rejected + rolled back (qwen35-sim candidate)"].append(_promote(box, env, "candidate", "qwen35-sim"))
     print(f"controller overhead per promote, {args.runs} runs per path (target < 2 s)")
-    print(f"{'path':<48} {'in-process s (median, min–max)':>32} {'whole command s':>22} {'wall s':>8}")
+    print(f"{'path':<48} {'in-process s (median, min–max)':>32} {'whole command s':>22} {'wall s':>8}  results")
     for name, runs in paths.items():
         inner = [r[0] for r in runs]
         outer = [r[1] for r in runs]
         wall = [r[2] for r in runs]
-        print(f"{name:<48} {_med(inner):>32} {_med(outer):>22} {statistics.median(wall):>8.1f}")
+        results = ",".join(r[3] for r in runs)
+        print(f"{name:<48} {_med(inner):>32} {_med(outer):>22} {statistics.median(wall):>8.1f}  {results}")
+        if args.phases:
+            phases = sorted({k for r in runs for k in r[4] if k.startswith("own:")})
+            print("    own time per phase, median s: " + ", ".join(
+                f"{k[4:]} {statistics.median(r[4].get(k, 0.0) for r in runs):.2f}" for k in phases))
     return 0
 
 
@@ -88,17 +97,18 @@ with Ledger.open(site.state_dir) as ledger:
 """
 
 
-def _promote(box: Sandbox, env: dict[str, str], profile: str, deployment: str) -> tuple[float, float, float]:
+def _promote(box: Sandbox, env: dict[str, str], profile: str, deployment: str) -> tuple[float, float, float, str, dict]:
     started = time.monotonic()
     done = box.run([sys.executable, "-m", "deployctl", "promote", profile, "-d", deployment, "--json"],
                    env=env, timeout=300)
     outside = time.monotonic() - started
     try:
-        timings = json.loads(done.stdout)["timings_s"]
+        out = json.loads(done.stdout)
+        timings = out["timings_s"]
     except (ValueError, KeyError):
         raise SystemExit(f"promote {profile} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
     excluded = timings.get("startup_wait", 0.0) + timings.get("traffic", 0.0)
-    return timings["controller_overhead"], outside - excluded, outside
+    return timings["controller_overhead"], outside - excluded, outside, out["result"], timings
 
 
 def _med(values: list[float]) -> str:

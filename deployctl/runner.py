@@ -166,10 +166,15 @@ class Evidence:
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
     preflight: PreflightResult | None = None
-    timings: dict[str, float] = field(default_factory=dict)  # phase → seconds; "outside" = startup + traffic
+    # "startup_wait" and "traffic" (not the controller's own time), "own:PHASE" (the controller's share).
+    timings: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, key: str, seconds: float) -> None:
         self.timings[key] = self.timings.get(key, 0.0) + seconds
+
+    @property
+    def outside_s(self) -> float:
+        return self.timings.get("startup_wait", 0.0) + self.timings.get("traffic", 0.0)
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ class PromoteOutcome:
     @property
     def overhead_s(self) -> float:
         """The controller's own time: everything but waiting for servers to start and benchmark traffic."""
-        return self.wall_s - self.evidence.timings.get("startup_wait", 0.0) - self.evidence.timings.get("traffic", 0.0)
+        return self.wall_s - self.evidence.outside_s
 
 
 def bench_key(policy: Policy) -> str:
@@ -249,9 +254,11 @@ class Runner:
             self.ledger.save_state(self.release_id, state.to_dict())
             self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
             self.a.progress.step(state.phase, describe_action(action, self.plan))
-            t0 = self.a.clock()
+            t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
-            self.evidence.add_time(state.phase.value, self.a.clock() - t0)
+            # Per phase, the controller's own share: the phase's time less startup waits and traffic in it.
+            own = (self.a.clock() - t0) - (self.evidence.outside_s - outside0)
+            self.evidence.add_time(f"own:{state.phase.value}", own)
             self.ledger.record(self.release_id, state.phase.value, "outcome", type(outcome).__name__, _detail(outcome))
             state = m.advance(state, outcome)
         self.ledger.save_state(self.release_id, state.to_dict())

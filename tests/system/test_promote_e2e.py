@@ -29,7 +29,8 @@ FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_S
 POLICY = {
     "bench": {"concurrency": [1, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 8,
               "warmup_requests": 1},
-    "judge": {"min_trials": 2, "max_trials": 3, "limit_pct": 5},
+    # Two cores shared with other work: a 10 % limit and up to 5 trials let a neutral change pass.
+    "judge": {"min_trials": 2, "max_trials": 5, "limit_pct": 10},
     "gates": {"startup_timeout_s": 8},
     "verify_concurrency": [1],
 }
@@ -225,3 +226,21 @@ def test_second_promote_is_busy_at_once(world):
     assert "busy" in second.stderr and "deployctl abort -d qwen35-sim" in second.stderr
     assert time.monotonic() - started < 5
     assert first.wait(timeout=120) == ExitCode.REJECTED
+
+
+def test_abort_stops_a_running_promote_and_rolls_back(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    proc = cli.start("promote", "candidate", "-d", "glm5-sim")
+    deadline = time.monotonic() + 60
+    while (row := _ledger_phase(cli)) is None or row[1] not in ("STARTUP", "BENCH") or row[2]:
+        assert time.monotonic() < deadline and proc.poll() is None, "the promote never got past RESTART"
+        time.sleep(0.02)
+    done = cli("abort", "-d", "glm5-sim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert proc.wait(timeout=60) == ExitCode.INTERRUPTED
+    assert "aborted" in done.stdout
+    shown = cli.json("show", str(row[0]))
+    assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
+    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    assert _healthy(dep["port"])
