@@ -177,6 +177,17 @@ def history_lines(releases: Iterable[Release]) -> list[str]:
     return lines or ["no releases recorded yet"]
 
 
+def live_release_line(release: Release | None, installed_hash: str | None = None) -> str:
+    """One line for ``deployctl status``: which release runs, since when, by whom; a hand edit shows."""
+    if release is None:
+        return "live release: none recorded (deployctl has not promoted this deployment yet)"
+    what = release.profile or "(unnamed)"
+    line = f"live release {release.id}: {what} ({release.kind} {_when(release.finished_at or release.started_at)} by {release.who})"
+    if installed_hash is not None and installed_hash != release.unit_hash:
+        line += "; the installed unit differs from it (edited by hand?)"
+    return line
+
+
 def release_lines(release: Release, benches: Sequence[Any] = ()) -> list[str]:
     r = release
     lines = [

@@ -403,3 +403,8 @@ def _bench(row: sqlite3.Row) -> StoredBench:
         sglang_version=row["sglang_version"], bench_key=row["bench_key"], result=_loads(row["result_json"]),
     )
 
+
+
+def live_release(ledger: Ledger, deployment: str) -> Release | None:
+    """The release whose unit is installed now (kept, rolled back to, or adopted), for ``deployctl status``."""
+    return ledger.live_release(deployment)

@@ -88,3 +88,18 @@ def test_emit_plain_when_not_a_terminal():
     buf = io.StringIO()
     emit(["a", "b"], stream=buf)
     assert buf.getvalue() == "a\nb\n"
+
+
+def test_live_release_line(tmp_path):
+    from deployctl.adapters.ledger import live_release
+    from deployctl.report import live_release_line
+
+    with Ledger.open(tmp_path) as led:
+        assert "none recorded" in live_release_line(live_release(led, "qwen"))
+        rid = led.begin_release(deployment="qwen", kind="promote", unit_name="u", unit_text="x", unit_hash="h",
+                                who="alice (sudo)", profile="neutral")
+        led.finish(rid, result="kept", verdict="PASS", reasons=[])
+        led.mark_live(rid)
+        line = live_release_line(live_release(led, "qwen"), installed_hash="h")
+        assert line.startswith(f"live release {rid}: neutral (promote ") and "alice (sudo)" in line
+        assert "edited by hand" in live_release_line(live_release(led, "qwen"), installed_hash="other")
