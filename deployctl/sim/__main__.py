@@ -87,21 +87,27 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
                 await stop.wait()
                 break
         elif isinstance(event, startup.Pause):
-            await asyncio.sleep(event.seconds * speed)
+            # interruptible, so `systemctl stop` during a slow (SGLANG_SIM_SPEED=60) start is prompt
+            try:
+                await asyncio.wait_for(stop.wait(), event.seconds * speed)
+            except asyncio.TimeoutError:
+                pass
         elif isinstance(event, startup.Line):
             log.line(event.rank, event.text, event.stdout)
         elif isinstance(event, startup.Raw):
             log.raw(event.text)
         elif isinstance(event, startup.Listen):
             assert resolved.model is not None
-            perf = build_perf(resolved.model, env, host.gpu.idle_w, host.gpu.power_limit_w, resolved.cuda_graph, resolved.speculative)
+            perf = build_perf(resolved.model, env, host.gpu.idle_w, host.gpu.power_limit_w, resolved.cuda_graph,
+                              resolved.speculative, resolved.server_args, host.gpu.compute_capability)
             engine = Engine(perf, resolved.effective_mrr, int(resolved.server_args.get("chunked_prefill_size") or 8192),
                             time_scale, seed=env.get("SGLANG_SIM_SEED"))
             engine.start()
             state = ServerState(resolved=resolved, host=host, engine=engine, faults=faults,
                                 log=lambda text: log.line(startup.MAIN, text),
                                 emit_ts=env.get("SGLANG_SIM_EMIT_TS") == "1")
-            runner = web.AppRunner(build_app(state), access_log_class=access_logger(), handle_signals=False)
+            runner = web.AppRunner(build_app(state), access_log_class=access_logger(), handle_signals=False,
+                                   shutdown_timeout=1.0)
             await runner.setup()
             try:
                 await web.TCPSite(runner, bind_host, port, reuse_address=True).start()

@@ -11,19 +11,22 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from deployctl.sim.cli import ParsedArgs
 from deployctl.sim.world import Host, world
 
-_FIELDS = Path(__file__).resolve().parent.parent / "facts" / "sglang-serverargs-fields.json"
+# The simulator's own copy of the ServerArgs field lists (same facts as deployctl/facts), so the
+# package stands alone: it reads nothing from the controller.
+_FIELDS = Path(__file__).with_name("serverargs-fields.json")
 
 
-def _field_defaults(version: str) -> list[tuple[str, Any]]:
-    # The facts file is part of the package data (deployctl/facts); the simulator only reads it.
+@lru_cache(maxsize=None)
+def _field_defaults(version: str) -> tuple[tuple[str, Any], ...]:
     data = json.loads(_FIELDS.read_text())
-    return [(name, default) for name, default in data[version]["fields"]]
+    return tuple((name, default) for name, default in data[version]["fields"])
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
     defaults = _field_defaults(version)
     default_of = dict(defaults)
     for name, default in defaults:
-        args[name] = default
+        args[name] = list(default) if isinstance(default, list) else default
     for dest, value in parsed.values.items():
         args[dest] = _coerce(default_of.get(dest), value)
     explicit = parsed.explicit
@@ -230,7 +233,7 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
         memory, effective_mrr = _memory(args, model, gpu.total_gib, tp, speculative, draft_tokens, spec_v2, kv_dtype)
         if memory.pool <= 0:
             failure = "oom_kv_cache"
-        moe_warnings = _moe_warnings(version, fmt, model, gpu.name, tp, args)
+        moe_warnings = _moe_warnings(version, fmt, model, gpu.name, tp, args, gpu.moe_configs_shipped)
     capture_bs = [b for b in _cuda_graph_bs(version, max_bs, speculative) if b <= max(effective_mrr, 1)] if cuda_graph else []
     if isinstance(args.get("cuda_graph_bs"), list) and "cuda_graph_bs" in explicit:
         capture_bs = [b for b in args["cuda_graph_bs"] if b <= max(effective_mrr, 1)]
@@ -302,8 +305,8 @@ def _memory(args: dict[str, Any], model: dict[str, Any], total: float, tp: int, 
 
 
 def _moe_warnings(version: str, fmt: dict[str, Any], model: dict[str, Any], gpu_name: str, tp: int,
-                  args: dict[str, Any]) -> list[tuple[str, str]]:
-    """Triton fused-MoE kernel-config lookups that find no tuned file (none ship for SM120 here)."""
+                  args: dict[str, Any], shipped: bool) -> list[tuple[str, str]]:
+    """Triton fused-MoE kernel-config lookups: ("found", path) or the warnings when no tuned file ships."""
     runner = args.get("moe_runner_backend", "auto")
     legacy_non_triton = any(args.get(f) for f in ("enable_flashinfer_cutlass_moe", "enable_flashinfer_trtllm_moe", "enable_deepep_moe"))
     if runner not in ("auto", "triton", None) or legacy_non_triton:
@@ -317,6 +320,8 @@ def _moe_warnings(version: str, fmt: dict[str, Any], model: dict[str, Any], gpu_
     if moe.get("block_shape"):
         name += f",block_shape={moe['block_shape']}"
     base = f"{world()['site_packages']}/sglang/srt/{fmt['moe_config_dir']}/{fmt['triton_dir']}/"
+    if shipped:
+        return [("found", base + name + ".json")]
     out = [("default_config", base + name + ".json")]
     if fmt["moe_down_warning"]:
         out.append(("down_config", base + name + "_down.json"))

@@ -353,7 +353,9 @@ def _moe_lines(r: Resolved) -> Iterator[Line]:
     url = "https://github.com/sgl-project/sglang/tree/main/benchmark/kernels/fused_moe_triton"
     for rank in range(r.tp):
         for kind, path in r.moe_warnings:
-            if kind == "default_config":
+            if kind == "found":
+                yield Line(rank, f"Using MoE kernel config from {path}.")
+            elif kind == "default_config":
                 yield Line(rank, f"Using default MoE kernel config. Performance might be sub-optimal! Config file not found at {path}, you can create them with {url}")
             else:
                 yield Line(rank, f"Using MoE kernel config with down_moe=False. Performance might be sub-optimal! Config file not found at {path}, you can create them with {url}")

@@ -47,13 +47,22 @@ class PerfModel:
 
 
 def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: float, cuda_graph: bool,
-          speculative: bool) -> PerfModel:
+          speculative: bool, flags: Mapping[str, object] | None = None, arch: str = "sm120") -> PerfModel:
+    """The serving model for one run: calibration x flags that pass their arch gate x noise x knobs."""
     w = world()
     perf = model["perf"]
+    graph_factor = w["effects"]["no_cuda_graph_throughput"]
+    if cuda_graph != perf.get("calibrated_with_cuda_graph", True):
+        flag_factor = graph_factor if not cuda_graph else 1 / graph_factor
+    else:
+        flag_factor = 1.0
+    for effect in w["effects"]["flag_throughput"]:
+        if (flags or {}).get(effect["flag"]) and arch in effect["archs"]:
+            flag_factor *= effect["factor"]
     sigma = float(env.get("SGLANG_SIM_NOISE", w["effects"]["noise_sigma"]))
     seed = env.get("SGLANG_SIM_SEED")
     rng = random.Random(seed) if seed is not None else random.Random()
-    factor = math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else 1.0
+    factor = (math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else 1.0) * flag_factor
     factor *= float(env.get("SGLANG_SIM_THROUGHPUT_FACTOR", "1") or 1)
     power = 1.0
     if env.get("SGLANG_SIM_FORCE_AR_FUSION", "0") == "1":

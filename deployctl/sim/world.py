@@ -27,6 +27,7 @@ class Gpu:
     power_limit_w: float
     idle_w: float
     pcie_only: bool
+    moe_configs_shipped: bool
 
     @property
     def sm_major(self) -> int:
@@ -64,6 +65,7 @@ def host_from_env(env: Mapping[str, str] = os.environ) -> Host:
         power_limit_w=float(env.get("SGLANG_SIM_POWER_LIMIT_W", base["power_limit_w"])),
         idle_w=float(base["idle_w"]),
         pcie_only=bool(base["pcie_only"]),
+        moe_configs_shipped=bool(base["moe_configs_shipped"]),
     )
     count = int(env.get("SGLANG_SIM_GPU_COUNT", world()["default_gpu_count"]))
     p2p = env.get("SGLANG_SIM_P2P", "0" if gpu.pcie_only else "1") == "1"

@@ -25,6 +25,8 @@ def test_bad_fault_spec_names_the_accepted_forms(bad: str) -> None:
 def test_forced_fusion_scales_throughput_and_power() -> None:
     model = world()["models"]["lukealonso/GLM-5-NVFP4"]
     normal = build(model, {"SGLANG_SIM_NOISE": "0"}, 84, 600, cuda_graph=False, speculative=False)
+    graphs = build(model, {"SGLANG_SIM_NOISE": "0"}, 84, 600, cuda_graph=True, speculative=False)
+    assert graphs.decode_step_s(64) == pytest.approx(normal.decode_step_s(64) * 0.75)
     forced = build(model, {"SGLANG_SIM_NOISE": "0", "SGLANG_SIM_FORCE_AR_FUSION": "1"}, 84, 600, cuda_graph=False, speculative=False)
     assert forced.decode_step_s(64) == pytest.approx(normal.decode_step_s(64) / 0.13)
     assert normal.power_w(1.0, 64) == pytest.approx(250)
@@ -47,3 +49,26 @@ def test_host_from_env_reads_the_contract_variables() -> None:
     assert host.gpu.sm_major == 9 and host.count == 4 and host.gpu.power_limit_w == 650 and host.p2p
     default = host_from_env({})
     assert default.gpu.name == "NVIDIA RTX PRO 6000 Blackwell Server Edition" and default.gpu.sm_major == 12
+
+
+def test_allreduce_fusion_only_helps_where_its_arch_gate_passes() -> None:
+    model = world()["models"]["Qwen/Qwen3.5-122B-A10B"]
+    env = {"SGLANG_SIM_NOISE": "0"}
+    flags = {"enable_flashinfer_allreduce_fusion": True}
+    plain = build(model, env, 84, 600, True, True, {}, "sm120")
+    assert build(model, env, 84, 600, True, True, flags, "sm120").factor == plain.factor
+    assert build(model, env, 84, 600, True, True, flags, "sm90").factor == pytest.approx(plain.factor * 1.04)
+
+
+def test_simulator_imports_nothing_from_the_controller() -> None:
+    import ast
+    from pathlib import Path
+
+    import deployctl.sim
+
+    for path in Path(deployctl.sim.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not name.startswith("deployctl") or name.startswith("deployctl.sim"), (path.name, name)

@@ -173,3 +173,17 @@ def test_version_formats_differ_where_sglang_does() -> None:
 def test_fault_endings(fault: str, text: str, code: int) -> None:
     log, exit_code = _simulate(_expect("01"), faults=fault)
     assert exit_code == code and text in log and READY not in log
+
+
+def test_tuned_moe_configs_exist_off_sm120_and_fusion_workspace_only_costs_memory() -> None:
+    expect = _expect("01")
+    argv = shlex.split(expect["command"])
+    argv = argv[argv.index("sglang.launch_server") + 1:]
+    host = host_from_env({"SGLANG_SIM_GPU_NAME": "NVIDIA H200", "SGLANG_SIM_GPU_COUNT": "4"})
+    resolved = resolve("0.5.10", cli.parse("0.5.10", argv), host, expect["env"])
+    log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000))
+    assert code is None
+    assert "Performance might be sub-optimal" not in log
+    assert len(_ranks_with(log, "Using MoE kernel config from ")) == 4
+    assert "Custom allreduce is disabled" not in log
+    assert _dump(log)["attention_backend"] == "triton"
