@@ -140,6 +140,10 @@ async def restart_and_wait(
         outcome: ReadyOutcome = _job_failed(job, state, log)
         return RestartReport(unit, job, outcome, state.invocation_id, log, reset)
 
+    if not state.invocation_id:  # cannot happen for a started Type=exec service; say so rather than guess
+        outcome = Crashed(reason=f"systemd reports no invocation of {unit} after its {job.verb} job",
+                          elapsed_s=0.0, last_lines=(), state=state)
+        return RestartReport(unit, job, outcome, "", (), reset)
     seen: list[JournalLine] = []
 
     def record(line: JournalLine) -> None:

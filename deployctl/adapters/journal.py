@@ -88,6 +88,7 @@ class Follower:
     def __init__(self, argv: list[str]) -> None:
         self._argv = argv
         self._proc: asyncio.subprocess.Process | None = None
+        self._closed = False
 
     async def _start(self) -> asyncio.subprocess.Process:
         if self._proc is None:
@@ -105,6 +106,8 @@ class Follower:
         return self
 
     async def __anext__(self) -> JournalLine:
+        if self._closed:
+            raise StopAsyncIteration
         proc = await self._start()
         assert proc.stdout is not None
         while True:
@@ -116,6 +119,7 @@ class Follower:
                 return line
 
     async def aclose(self) -> None:
+        self._closed = True
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             proc.kill()

@@ -90,3 +90,10 @@ async def test_missing_journalctl_is_a_systemd_error(tmp_path: Path) -> None:
 
     with pytest.raises(SystemdError):
         await Journal((str(tmp_path / "no-such-journalctl"),)).read(INV)
+
+
+async def test_a_closed_follower_ends_and_starts_nothing(tmp_path: Path) -> None:
+    journal = Journal(fake_journalctl(tmp_path, [entry("a")]))
+    follower = journal.follow(INV)
+    await follower.aclose()
+    assert [line async for line in follower] == []
