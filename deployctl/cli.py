@@ -88,6 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # `deployctl history | head` closed our stdout: not an error. Point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
