@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 START_FAULTS = frozenset({"oom_kv_cache", "oom_cuda_graph", "nccl", "rank_killed", "model_not_found"})
 PHASES = ("args", "init", "load", "pools", "capture", "http", "warmup", "ready")
+# other names operators reach for, mapped to the phase they mean
+PHASE_ALIASES = {"nccl": "init", "distributed": "init", "weights": "load", "load_weights": "load",
+                 "kv_cache": "pools", "memory": "pools", "cuda_graph": "capture", "graphs": "capture",
+                 "uvicorn": "http", "listen": "http", "warm_up": "warmup"}
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,8 @@ def parse_faults(spec: str | None) -> Faults:
         try:
             if name in START_FAULTS and not arg:
                 start.add(name)
-            elif name == "hang" and arg in PHASES:
-                out["hang_phase"] = arg
+            elif name == "hang" and PHASE_ALIASES.get(arg, arg) in PHASES:
+                out["hang_phase"] = PHASE_ALIASES.get(arg, arg)
             elif name == "crash_after":
                 out["crash_after"] = int(arg)
             elif name == "error_rate":

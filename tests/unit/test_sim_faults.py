@@ -14,6 +14,7 @@ def test_fault_spec_combines_items() -> None:
     assert faults.hang_phase == "capture" and faults.crash_after == 50 and faults.error_rate == 0.02
     assert faults.stall_streams and faults.slow_start == 3.0 and faults.start == {"nccl"}
     assert parse_faults(None) == parse_faults("")
+    assert parse_faults("hang:cuda_graph").hang_phase == "capture"
 
 
 @pytest.mark.parametrize("bad", ["hang:lunch", "crash_after:x", "oom", "nccl:1"])

@@ -178,3 +178,23 @@ async def test_error_rate_and_crash_after(tmp_path: Path) -> None:
                 pass
     assert sim.proc.wait(10) == -signal.SIGKILL
     assert "crashed with exit code -9. Triggering SIGQUIT for cleanup..." in sim.log()
+
+
+async def test_stalled_streams_api_key_and_emit_timestamps(tmp_path: Path) -> None:
+    sim = _start(tmp_path, QWEN + ["--api-key", "sekret"], SGLANG_SIM_FAULT="stall_streams", SGLANG_SIM_EMIT_TS="1")
+    try:
+        body = {"prompt": "x", "max_tokens": 50, "stream": True}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{sim.url}/v1/completions", json=body) as resp:
+                assert resp.status == 401
+            headers = {"Authorization": "Bearer sekret"}
+            async with session.post(f"{sim.url}/v1/completions", json=body, headers=headers) as resp:
+                first = await asyncio.wait_for(resp.content.readline(), 5)
+                chunk = json.loads(first[len(b"data: "):])
+                assert isinstance(chunk["sim_emit_ts"], float)
+                await resp.content.readline()
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(resp.content.readline(), 1.0)
+        assert _get(f"{sim.url}/health")[0] == 200
+    finally:
+        sim.stop()
