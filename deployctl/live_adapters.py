@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 from typing import Any, AsyncIterator, Mapping, Sequence
@@ -359,9 +359,6 @@ class _NoPreflight:
     async def check(self, plan: Plan) -> PreflightResult:
         return PreflightResult()
 
-
-def with_policy(site: Site, policy: Policy) -> Site:
-    return replace(site, policy=policy)
 
 
 async def install_known_good(site: Site, profile: str, *, timeout_s: float | None = None) -> StartOutcome:

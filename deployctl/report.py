@@ -233,15 +233,18 @@ def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[L
     start = lines.index(table_text[0]) if table_text[0] in lines else None
     before = lines if start is None else lines[:start]
     after = [] if start is None else lines[start + len(table_text):]
-    console.print("\n".join(before), highlight=False, markup=False)
-    table = Table("C", "baseline tok/s", "candidate tok/s", "change", "verdict")
+    console.print("\n".join(before), highlight=False, markup=False, soft_wrap=True)
+    table = Table()
+    for title in ("C", "baseline tok/s", "candidate tok/s", "change"):
+        table.add_column(title, justify="right")
+    table.add_column("verdict")
     for r in rows:
         style = "red" if r.verdict.upper().startswith("FAIL") else "green" if r.verdict.upper() == "PASS" else None
         table.add_row(str(r.concurrency), _num(r.baseline_tok_s), _num(r.candidate_tok_s), _num(r.change_pct, "{:+.1f} %"),
                       r.verdict, style=style)
     if start is not None:
         console.print(table)
-    console.print("\n".join(after), highlight=False, markup=False)
+    console.print("\n".join(after), highlight=False, markup=False, soft_wrap=True)
 
 
 def emit_json(data: Any, stream: TextIO | None = None) -> None:

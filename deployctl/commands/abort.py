@@ -41,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
     if holder is None or not is_alive(holder):
         said = recover_now(site, NAME)
         lines = said or [f"no promote of {site.name} is running; nothing to abort"]
-        emit_json({"aborted": None, "said": lines}) if args.json else emit(lines)
+        if args.json:
+            emit_json({"aborted": None, "said": lines})
+        else:
+            emit(lines)
         return 0
     if holder.verb not in ("promote", "demo"):
         raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote",
@@ -62,5 +65,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         release = mine[0]
         benches = ledger.benches(release.id)
-    emit_json(release.to_dict()) if args.json else emit(release_lines(release, benches)[:6])
+    if args.json:
+        emit_json(release.to_dict())
+    else:
+        emit(release_lines(release, benches)[:6])
     return 0

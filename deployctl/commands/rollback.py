@@ -39,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
     with locked(site, NAME):
         result = asyncio.run(_rollback(site, args.to))
     if isinstance(result, list):
-        emit_json({"result": "nothing", "said": result}) if args.json else emit(result)
+        if args.json:
+            emit_json({"result": "nothing", "said": result})
+        else:
+            emit(result)
         return 0
     if args.json:
         emit_json(outcome_json(result))

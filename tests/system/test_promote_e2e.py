@@ -244,3 +244,17 @@ def test_abort_stops_a_running_promote_and_rolls_back(world):
     assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
     assert _installed_profile(cli.box, dep["unit"]) == "neutral"
     assert _healthy(dep["port"])
+
+
+def test_rollback_goes_back_to_what_the_live_release_replaced_and_to_a_chosen_release(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    kept = next(r for r in cli.json("history", "-d", "glm5-sim") if r["result"] == "kept")
+    done = cli("rollback", "-d", "glm5-sim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
+    back = cli.json("rollback", "-d", "glm5-sim", "--to", str(kept["id"]))
+    assert back["result"] == "kept" and back["exit_code"] == 0
+    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    live = [r for r in cli.json("history", "-d", "glm5-sim") if r["live"]]
+    assert live[0]["kind"] == "rollback" and live[0]["unit_hash"] == kept["unit_hash"]
