@@ -189,13 +189,14 @@ class _AiohttpLoadClient:
         from deployctl.sse import SseDecoder
 
         decoder = SseDecoder()
+        sink.sent(time.perf_counter())
         async with self._session.post(self._base + path, data=body,
                                       headers={"Content-Type": "application/json"}) as response:
             async for data in response.content.iter_any():
                 t = time.perf_counter()
                 payloads = decoder.feed(data)
                 if payloads:
-                    sink(t, payloads)
+                    sink.feed(t, payloads)
 
 
 async def _engine_aiohttp(url: str, c: int, n: int, tokens: int, marks: dict) -> tuple[int, int, list]:
@@ -336,8 +337,11 @@ def _flood_shape(c: int) -> tuple[int, int]:
     return c, 1000 if c <= 256 else 250
 
 
+PACED_TOKENS = 100
+
+
 def _paced_shape(c: int) -> tuple[int, int]:
-    return (3, 100) if c == 1 else (c, 100)
+    return (3, PACED_TOKENS) if c == 1 else (c, PACED_TOKENS)
 
 
 def main() -> int:
@@ -346,23 +350,32 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--clients", default="engine,reference")
     parser.add_argument("--modes", default="flood,paced")
+    parser.add_argument("--against", metavar="URL",
+                        help="a running server that stamps chunks (the simulator with SGLANG_SIM_EMIT_TS=1) instead "
+                             "of the stand-in: paced mode only, at whatever pace it serves")
+    parser.add_argument("--paced-tokens", type=int, default=100, help="tokens per request in paced mode")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     kinds = args.clients.split(",")
-    modes = args.modes.split(",")
+    modes = ["paced"] if args.against else args.modes.split(",")
+    global PACED_TOKENS
+    PACED_TOKENS = args.paced_tokens
     if len(os.sched_getaffinity(0)) < 2:
         print("needs 2 CPUs (client and server each pinned to one)", file=sys.stderr)
         return 2
     mp.set_start_method("fork")
     servers, urls = [], {}
-    for mode in modes:
+    for mode in [] if args.against else modes:
         recv, send = mp.Pipe(duplex=False)
         proc = mp.Process(target=_serve, args=(mode == "paced", send), daemon=True)
         proc.start()
         servers.append(proc)
         urls[mode] = f"http://127.0.0.1:{recv.recv()}"
-    print(f"server: stand-in (SGLang-shaped chunks, chunked encoding) on CPU {SERVER_CPU}; clients on CPU "
-          f"{CLIENT_CPU}; {args.runs} runs, medians; load average {os.getloadavg()[0]:.2f}", flush=True)
+    if args.against:
+        urls["paced"] = args.against.rstrip("/")
+    server = f"{args.against} (its own pace)" if args.against else f"stand-in on CPU {SERVER_CPU}"
+    print(f"server: {server}; clients on CPU {CLIENT_CPU}; {args.runs} runs, medians; "
+          f"load average {os.getloadavg()[0]:.2f}", flush=True)
     results: dict[tuple, list[Measured]] = {}
     started = time.time()
     try:
@@ -397,8 +410,8 @@ def _print_table(results: dict, levels: list[int], kinds: list[str], modes: list
                 cells.append(f"{tps / 1000:.0f}k · {cpu:.1f}" + (f" ({fail} failed)" if fail else ""))
             print(f"| {kind} | " + " | ".join(cells) + " |")
     if "paced" in modes:
-        print(f"\npaced ({1 / STEP_S:.0f} tok/s per stream, C × {1 / STEP_S:.0f} offered): tok/s consumed · "
-              "TTFT error p50/p99 · ITL error p99 (ms)")
+        print(f"\npaced ({1 / STEP_S:.0f} tok/s per stream, C × {1 / STEP_S:.0f} offered, unless --against): "
+              "chunks/s consumed · TTFT error p50/p99 · ITL error p99 (ms) (client CPU-s per 1M chunks)")
         print("| client | " + " | ".join(f"C={c}" for c in levels) + " |")
         print("|---|" + "---|" * len(levels))
         for kind in kinds:
@@ -410,7 +423,8 @@ def _print_table(results: dict, levels: list[int], kinds: list[str], modes: list
                 t99 = med(_pct(m.ttft_err, 0.99) for m in ms) * 1000
                 i99 = med(_pct(m.itl_err, 0.99) for m in ms) * 1000
                 cpu = med(m.cpu_s / m.tokens * 1e6 for m in ms if m.tokens)
-                cells.append(f"{tps / 1000:.1f}k · {t50:.1f}/{t99:.1f} · {i99:.2f} (cpu {cpu:.0f})")
+                rate = f"{tps / 1000:.1f}k" if tps >= 1000 else f"{tps:.0f}"
+                cells.append(f"{rate} · {t50:.1f}/{t99:.1f} · {i99:.2f} (cpu {cpu:.0f})")
             print(f"| {kind} | " + " | ".join(cells) + " |")
 
 

@@ -4,10 +4,10 @@
 (``deployctl.loadplan``), sends discarded warm-up requests, then runs each level's trials one after
 another through the load transport (``deployctl.adapters.http_load``) and summarizes each trial
 (``deployctl.metrics``). Closed loop by default: C workers, each sending its next request as soon as
-its previous one ends, so there is never client-side queueing in TTFT. Workers start on a short ramp
-(``RAMP_S``) so that a burst of request set-ups at C=1024 does not delay the reading of the first
-responses. Open loop (``request_rate``): Poisson arrivals, at most C in flight; time spent waiting
-for a free slot is ``queue_s``, never TTFT.
+its previous one ends, so there is never client-side queueing in TTFT, and TTFT starts when the
+request's bytes are written (connection set-up in a burst of C=1024 is not the server's time). Open
+loop (``request_rate``): Poisson arrivals, at most C in flight; time spent waiting for a free slot is
+``queue_s``, never TTFT.
 
 Stopping: set ``stop`` (the CLI does on Ctrl-C). In-flight requests are cancelled, the trial is kept
 with what completed and marked invalid ("interrupted"), and the result so far is returned.
@@ -39,7 +39,6 @@ from deployctl.metrics import (
 )
 from deployctl.policy import BenchPolicy
 
-RAMP_S = 0.0005  # per worker: ~2× aiohttp's per-request set-up CPU, so set-ups interleave with reads
 _LAG_PROBE_S = 0.05
 
 ServerLog = Callable[[float, float], "Iterable[str] | Awaitable[Iterable[str]]"]
@@ -174,7 +173,7 @@ async def run_trial(
         recorder = StreamRecorder(clock(), request.prompt_tokens, request.max_tokens, keep_emit_ts=keep_emit_ts)
         error = None
         try:
-            await client.stream(COMPLETIONS_PATH, request.body, recorder.feed)
+            await client.stream(COMPLETIONS_PATH, request.body, recorder)
         except LoadError as exc:
             error = exc.kind
         record = recorder.finish(clock(), error, queue_s=queue_s, itl_cache=itl_cache)
@@ -182,8 +181,7 @@ async def run_trial(
         if on_done:
             on_done(record)
 
-    async def worker(k: int) -> None:
-        await asyncio.sleep(k * RAMP_S)
+    async def worker() -> None:
         for i in indices:
             if (limit is not None and i >= limit) or not more():
                 return
@@ -214,7 +212,7 @@ async def run_trial(
     probe = asyncio.ensure_future(_probe_lag(lags))
     started_at, cpu0 = time.time(), time.process_time()
     if level.request_rate is None:
-        body = asyncio.gather(*(worker(k) for k in range(level.concurrency)))
+        body = asyncio.gather(*(worker() for _ in range(level.concurrency)))
     else:
         body = asyncio.ensure_future(open_loop())
     cancelled = await _until_done_or_stopped(body, stop)
@@ -256,7 +254,7 @@ async def _warm_up(client: LoadClient, requests: Sequence[LoadRequest], stop: as
     async def one(request: LoadRequest) -> None:
         recorder = StreamRecorder(time.perf_counter(), request.prompt_tokens, request.max_tokens)
         try:
-            await client.stream(COMPLETIONS_PATH, request.body, recorder.feed)
+            await client.stream(COMPLETIONS_PATH, request.body, recorder)
         except LoadError:
             pass  # warm-up results are discarded; a dead server shows in the first level
         done.append(request)

@@ -52,6 +52,10 @@ class StreamRecorder:
         self.reads = 0
         self.multi_event_reads = 0
 
+    def sent(self, t: float) -> None:
+        """The request left at ``t``: TTFT and e2e count from here, not from before connection set-up."""
+        self.t_sent = t
+
     def feed(self, t: float, payloads: Sequence[bytes]) -> None:
         """One read's complete SSE ``data`` payloads, all received at ``t``."""
         self.reads += 1

@@ -23,14 +23,23 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 from urllib.parse import urlsplit
 
 from deployctl.errors import DeployctlError, InputError
 from deployctl.sse import SseDecoder
 
-Sink = Callable[[float, Sequence[bytes]], None]
 _CLOCK = time.perf_counter
+
+
+class Sink(Protocol):
+    """Where a stream's timing goes (``deployctl.metrics.StreamRecorder`` is one)."""
+
+    def sent(self, t: float) -> None:
+        """The request's bytes were handed to the socket at ``t`` (TTFT starts here)."""
+
+    def feed(self, t: float, payloads: Sequence[bytes]) -> None:
+        """One read, received at ``t``, completed these SSE ``data`` payloads."""
 
 
 class LoadError(DeployctlError):
@@ -72,12 +81,14 @@ class LoadClient:
         self._idle.clear()
 
     async def stream(self, path: str, body: bytes, sink: Sink) -> None:
-        """POST ``body`` to ``path``; call ``sink(t, payloads)`` once per read that completes SSE
-        events. Returns when the response body ends; raises :class:`LoadError` on any failure."""
+        """POST ``body`` to ``path``: ``sink.sent(t)`` when the request is written (after any connection
+        set-up), then ``sink.feed(t, payloads)`` once per read that completes SSE events. Returns when
+        the response body ends; raises :class:`LoadError` on any failure."""
         loop = asyncio.get_running_loop()
         conn = await self._connection(loop)
         done = loop.create_future()
-        conn.begin(sink, done)
+        conn.begin(sink.feed, done)
+        sink.sent(_CLOCK())
         conn.transport.write(
             b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
             b"Content-Length: %d\r\n\r\n%s" % ((self._prefix + path).encode(), self._host_header, len(body), body)
@@ -132,7 +143,7 @@ class _Connection(asyncio.Protocol):
         self._state = _IDLE
         self._buf = b""
         self._need = 0  # chunked: data bytes left in this chunk (−1: its CRLF); length: body bytes left
-        self._sink: Sink | None = None
+        self._sink: Callable[[float, Sequence[bytes]], None] | None = None
         self._done: asyncio.Future | None = None
         self._decoder = SseDecoder()
         self._keep_alive = True
@@ -142,7 +153,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def begin(self, sink: Sink, done: asyncio.Future) -> None:
+    def begin(self, sink: Callable[[float, Sequence[bytes]], None], done: asyncio.Future) -> None:
         self._sink, self._done = sink, done
         self._state, self._buf, self._decoder = _HEAD, b"", SseDecoder()
 

@@ -116,6 +116,22 @@ async def serve():
         await runner.cleanup()
 
 
+class Collect:
+    """A sink that keeps everything."""
+
+    def __init__(self) -> None:
+        self.t_sent: float | None = None
+        self.times: list[float] = []
+        self.payloads: list[bytes] = []
+
+    def sent(self, t: float) -> None:
+        self.t_sent = t
+
+    def feed(self, t: float, payloads) -> None:
+        self.times.append(t)
+        self.payloads.extend(payloads)
+
+
 def small_policy(**kw: object) -> BenchPolicy:
     base = dict(concurrency=[1, 4], input_tokens=16, output_tokens=20, warmup_requests=1)
     return BenchPolicy(**{**base, **kw})
@@ -125,15 +141,13 @@ def small_policy(**kw: object) -> BenchPolicy:
 
 async def test_stream_hands_payloads_to_the_sink_with_increasing_times(serve) -> None:
     url = await serve(FakeSglang(tokens_per_chunk=1))
-    got: list[tuple[float, list[bytes]]] = []
+    sink = Collect()
     body = json.dumps({"model": "m", "prompt": [1, 2], "max_tokens": 5, "stream": True,
                        "stream_options": {"include_usage": True}}).encode()
     async with LoadClient(url) as client:
-        await client.stream("/v1/completions", body, lambda t, p: got.append((t, list(p))))
-    payloads = [p for _, ps in got for p in ps]
-    assert payloads[-1] == b"[DONE]" and len(payloads) == 7
-    times = [t for t, _ in got]
-    assert times == sorted(times)
+        await client.stream("/v1/completions", body, sink)
+    assert sink.payloads[-1] == b"[DONE]" and len(sink.payloads) == 7
+    assert sink.times == sorted(sink.times) and sink.t_sent < sink.times[0]
 
 
 @pytest.mark.parametrize(("fake", "kind"), [
@@ -145,20 +159,20 @@ async def test_failures_become_load_errors_with_a_kind(serve, fake: FakeSglang, 
     body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 5, "stream": True}).encode()
     async with LoadClient(url) as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", body, lambda t, p: None)
+            await client.stream("/v1/completions", body, Collect())
     assert info.value.kind == kind
 
 
 async def test_connection_refused_and_timeout(serve) -> None:
     async with LoadClient("http://127.0.0.1:9") as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+            await client.stream("/v1/completions", b"{}", Collect())
     assert info.value.kind == "connect"
     url = await serve(FakeSglang(stall_s=1))
     body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 5, "stream": True}).encode()
     async with LoadClient(url, timeout_s=0.2) as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", body, lambda t, p: None)
+            await client.stream("/v1/completions", body, Collect())
     assert info.value.kind == "timeout"
 
 
@@ -167,8 +181,8 @@ async def test_keep_alive_connections_are_reused(serve) -> None:
     body = json.dumps({"model": "m", "prompt": [1], "max_tokens": 3, "stream": True}).encode()
     async with LoadClient(url) as client:
         for _ in range(3):
-            await client.stream("/v1/completions", body, lambda t, p: None)
-        await asyncio.gather(*(client.stream("/v1/completions", body, lambda t, p: None) for _ in range(4)))
+            await client.stream("/v1/completions", body, Collect())
+        await asyncio.gather(*(client.stream("/v1/completions", body, Collect()) for _ in range(4)))
         assert len(client._open) == 4
 
 
@@ -219,10 +233,10 @@ async def raw_server():
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 async def test_response_framings_in_any_split(raw_server, framing: str, split: int) -> None:
     url = await raw_server(RESPONSES[framing], split, close=framing == "close")
-    got: list[bytes] = []
+    sink = Collect()
     async with LoadClient(url, timeout_s=5) as client:
-        await client.stream("/v1/completions", b"{}", lambda t, p: got.extend(p))
-    assert got == [b"one", b"two", b"[DONE]"]
+        await client.stream("/v1/completions", b"{}", sink)
+    assert sink.payloads == [b"one", b"two", b"[DONE]"]
 
 
 async def test_error_status_carries_the_body(raw_server) -> None:
@@ -230,7 +244,7 @@ async def test_error_status_carries_the_body(raw_server) -> None:
     url = await raw_server(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), 5)
     async with LoadClient(url, timeout_s=5) as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+            await client.stream("/v1/completions", b"{}", Collect())
     assert info.value.kind == "http_503" and "model is busy" in str(info.value)
 
 
@@ -238,12 +252,12 @@ async def test_garbage_and_truncation_are_failures_not_hangs(raw_server) -> None
     url = await raw_server(b"SSH-2.0-OpenSSH\r\n\r\n", 100, close=True)
     async with LoadClient(url, timeout_s=5) as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+            await client.stream("/v1/completions", b"{}", Collect())
     assert info.value.kind == "protocol"
     url = await raw_server(RESPONSES["chunked"][:60], 10, close=True)
     async with LoadClient(url, timeout_s=5) as client:
         with pytest.raises(LoadError) as info:
-            await client.stream("/v1/completions", b"{}", lambda t, p: None)
+            await client.stream("/v1/completions", b"{}", Collect())
     assert info.value.kind == "disconnected"
 
 
