@@ -261,12 +261,23 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
     mem = world()["memory"]
     if r.cuda_graph:
         avail -= 0.17
-        yield from _capture(r, "cuda graph" if ver != "0.5.23" else "target decode CUDA graph", avail, mem["graph_usage_gib"], ph["capture_per_bs"], with_moe=True, faults=faults)
+        target = f"target {'verify' if r.speculative else 'decode'} CUDA graph"
+        yield from _capture(r, "cuda graph" if ver != "0.5.23" else target, avail, mem["graph_usage_gib"], ph["capture_per_bs"], with_moe=True, faults=faults)
         if "oom_cuda_graph" in faults:
             return
         avail -= mem["graph_usage_gib"]
         if fmt["piecewise"] == "default_on" and r.piecewise_disabled:
             yield from _per_rank(r, "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set")
+        elif fmt["piecewise"] == "breakable":
+            prefill = r.server_args["cuda_graph_config"]["prefill"]["backend"]
+            if prefill == "disabled":
+                yield from _per_rank(r, "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' (multimodal model)")
+            else:
+                tokens = [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+                yield from _per_rank(r, f"Capture target prefill CUDA graph begin. backend={prefill}, num_tokens={tokens}, avail mem={avail:.2f} GB")
+                yield Pause(ph["capture_per_bs"] * 10)
+                avail -= 0.31
+                yield from _per_rank(r, f"Capture target prefill CUDA graph end. num_tokens={tokens}, elapsed=14.62 s, mem usage=0.31 GB, avail mem={avail:.2f} GB.")
         elif fmt["piecewise"] in ("default_on", "opt_in") and not r.piecewise_disabled:
             yield from _per_rank(r, f"Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB")
             yield Pause(ph["capture_per_bs"] * 10)

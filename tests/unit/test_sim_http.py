@@ -63,8 +63,9 @@ async def test_baseline_reproduces_the_incident_table_within_5_percent(baseline:
 
 
 async def test_streamed_level_matches_and_is_framed_like_sglang(baseline: SimHandle) -> None:
-    level = await run_level(baseline.url, 16, 32, stream=True)
-    assert abs(level.agg_tok_s / 20 / INCIDENT_A[16][1] - 1) <= 0.05
+    # C=4 keeps the SSE rate (~3k chunks/s at scale 20) far below what a loaded CI box can parse
+    level = await run_level(baseline.url, 4, 8, stream=True)
+    assert abs(level.agg_tok_s / 20 / INCIDENT_A[4][1] - 1) <= 0.05
     # speculative decoding: chunks carry several tokens (the accept length)
     assert level.chunks < level.output_tokens * 0.6
     body = {"model": "qwen3.5-122b", "prompt": "Hello there", "max_tokens": 6, "stream": True,
