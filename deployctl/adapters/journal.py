@@ -89,6 +89,7 @@ class Follower:
         self._argv = argv
         self._proc: asyncio.subprocess.Process | None = None
         self._closed = False
+        self._eof = False
 
     async def _start(self) -> asyncio.subprocess.Process:
         if self._proc is None:
@@ -113,6 +114,7 @@ class Follower:
         while True:
             raw = await proc.stdout.readline()
             if not raw:
+                self._eof = True
                 raise StopAsyncIteration
             line = parse_entry(raw)
             if line is not None:
@@ -121,9 +123,13 @@ class Follower:
     async def aclose(self) -> None:
         self._closed = True
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
+        if proc is None:
+            return
+        # After EOF journalctl has exited: killing it then would reap it behind asyncio's child watcher
+        # (Popen.send_signal polls first), which then logs "Unknown child process".
+        if not self._eof and proc.returncode is None:
             proc.kill()
-            await proc.wait()
+        await proc.wait()
 
     async def __aenter__(self) -> "Follower":
         return self
