@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlsplit
 
 from deployctl.adapters.journal import Journal, JournalLine
 from deployctl.adapters.systemd import JobResult, Systemd, UnitState
@@ -77,9 +78,9 @@ class RestartReport:
 
 def http_health_probe(url: str, *, timeout_s: float = 2.0) -> Probe:
     """A probe answering whether ``GET url`` returns 200; any connection problem is "not yet"."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
+    if parts.scheme != "http":
+        raise ValueError(f"the health probe speaks plain HTTP only, got {url!r}")
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     request = f"GET {target} HTTP/1.0\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode()
