@@ -99,7 +99,8 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
         elif isinstance(event, startup.Listen):
             assert resolved.model is not None
             perf = build_perf(resolved.model, env, host.gpu.idle_w, host.gpu.power_limit_w, resolved.cuda_graph,
-                              resolved.speculative, resolved.server_args, host.gpu.compute_capability)
+                              resolved.speculative, resolved.server_args, host.gpu.compute_capability,
+                              host.p2p, resolved.tp)
             engine = Engine(perf, resolved.effective_mrr, int(resolved.server_args.get("chunked_prefill_size") or 8192),
                             time_scale, seed=env.get("SGLANG_SIM_SEED"))
             engine.start()

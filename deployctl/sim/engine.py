@@ -26,11 +26,10 @@ class Request:
     prompt_tokens: int
     max_tokens: int
     stream: bool
+    stop_reason: str = "length"   # "stop" when the simulated model ends on EOS
     generated: int = 0
     finished: bool = False
     aborted: bool = False
-    first_token_at: float | None = None
-    steps: int = 0
     _waiter: asyncio.Future | None = field(default=None, repr=False)
 
     async def wait_change(self) -> None:
@@ -60,7 +59,6 @@ class Engine:
         self._busy = 0.0       # share of recent real time spent stepping (time constant _TAU_S)
         self._batch = 0.0      # recent mean batch size
         self._last = 0.0
-        self.tokens_out = 0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -116,13 +114,10 @@ class Engine:
                 await asyncio.sleep(0)
             self._observe(loop.time(), len(self.running) + len(admitted))
             if admitted:
-                now = loop.time()
                 for req in admitted:
                     if req.aborted:
                         continue
                     req.generated = 1
-                    req.first_token_at = now
-                    self.tokens_out += 1
                     self._finish_or_wake(req)
                     if not req.finished:
                         self.running.append(req)
@@ -135,8 +130,6 @@ class Engine:
                 gain = base + (1 if whole and rng() < whole else 0)
                 gain = min(gain, req.max_tokens - req.generated)
                 req.generated += gain
-                req.steps += 1
-                self.tokens_out += gain
                 self._finish_or_wake(req)
                 if not req.finished:
                     still.append(req)

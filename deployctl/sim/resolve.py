@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -72,10 +73,17 @@ class Resolved:
     kv_dtype_torch: str = "torch.bfloat16"
 
 
-def _coerce(default: Any, value: Any) -> Any:
+# Fields whose default is None but whose add_argument type is int/float (names say so); every other
+# None-default field is a string (paths, names, keys, JSON).
+_NUMERIC_NAME = re.compile(r"(size|tokens|requests|length|seed|timeout|fraction|ratio|port|num|_bs|max|min|"
+                           r"interval|threshold|_gb|count|rank|step|depth|buckets|layers|topk|breadth|capacity|priority|watermark|bucket|cpuinfer|delimiter)")
+
+
+def _coerce(default: Any, value: Any, name: str = "") -> Any:
     """argparse gives strings; SGLang's add_argument types turn them into the field's type."""
     if isinstance(value, list):
-        return [_coerce(default[0] if isinstance(default, list) and default else None, v) for v in value]
+        inner = default[0] if isinstance(default, list) and default else None
+        return [_coerce(inner, v, name) for v in value]
     if not isinstance(value, str):
         return value
     if isinstance(default, bool):
@@ -84,7 +92,7 @@ def _coerce(default: Any, value: Any) -> Any:
         return int(value)
     if isinstance(default, float):
         return float(value)
-    if default is None:
+    if default is None and _NUMERIC_NAME.search(name):
         for kind in (int, float):
             try:
                 return kind(value)
@@ -118,7 +126,7 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
     for name, default in defaults:
         args[name] = list(default) if isinstance(default, list) else default
     for dest, value in parsed.values.items():
-        args[dest] = _coerce(default_of.get(dest), value)
+        args[dest] = _coerce(default_of.get(dest), value, dest)
     explicit = parsed.explicit
     bare: list[str] = []
     model_path = args["model_path"]

@@ -25,6 +25,7 @@ from deployctl.sim.world import Host
 _WORDS = [" the", " model", " answers", " with", " a", " steady", " stream", " of", " simulated", " tokens", ",", " and"]
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 _DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+_NATURAL_ANSWER = 256  # tokens a chat answer runs to when the client sets no limit and keeps EOS
 
 
 def count_tokens(text: str) -> int:
@@ -171,17 +172,24 @@ def build_app(state: ServerState) -> web.Application:
         if state.faults.error_rate and random.random() < state.faults.error_rate:
             return _error(500, "Internal server error (simulated fault)", "InternalServerError")
         chat = kind == "chat"
+        # SGLang's defaults: /generate 128 new tokens, completions 16; chat has no limit, so the
+        # simulated model "stops" (EOS) after a natural answer length unless told to ignore EOS
+        sampling = (body.get("sampling_params") or {}) if kind == "generate" else body
+        ignore_eos = bool(sampling.get("ignore_eos"))
         if kind == "generate":
-            sp = body.get("sampling_params") or {}
-            max_tokens = int(sp.get("max_new_tokens", 128))
+            max_tokens = sampling.get("max_new_tokens", 128)
         else:
-            max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or (16 if not chat else ctx // 4)
+            max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or (16 if not chat else None)
+        natural_stop = max_tokens is None and not ignore_eos
+        max_tokens = _NATURAL_ANSWER if natural_stop else (max_tokens or ctx // 2)
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            return _error(400, f"max_tokens must be a positive integer, got {max_tokens!r}", "BadRequestError")
         prompt_tokens = _prompt_tokens(body, chat)
         if prompt_tokens + int(max_tokens) > ctx:
             return _error(400, f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
                                f"You requested a total of {prompt_tokens + int(max_tokens)} tokens", "BadRequestError")
         stream = bool(body.get("stream"))
-        req = Request(prompt_tokens=prompt_tokens, max_tokens=max(int(max_tokens), 1), stream=stream)
+        req = Request(prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=stream, stop_reason="stop" if natural_stop else "length")
         rid = uuid.uuid4().hex
         created = int(time.time())
         state.engine.submit(req)
@@ -231,14 +239,24 @@ def build_app(state: ServerState) -> web.Application:
         _finish_hook()
         return resp
 
+    async def _body(request: web.Request) -> dict[str, Any] | None:
+        try:
+            body = await request.json()
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
     async def completions(request: web.Request) -> web.StreamResponse:
-        return await _run(await request.json(), "completion", request)
+        body = await _body(request)
+        return await _run(body, "completion", request) if body is not None else _error(400, "Invalid JSON body", "BadRequestError")
 
     async def chat_completions(request: web.Request) -> web.StreamResponse:
-        return await _run(await request.json(), "chat", request)
+        body = await _body(request)
+        return await _run(body, "chat", request) if body is not None else _error(400, "Invalid JSON body", "BadRequestError")
 
     async def generate(request: web.Request) -> web.StreamResponse:
-        return await _run(await request.json(), "generate", request)
+        body = await _body(request)
+        return await _run(body, "generate", request) if body is not None else _error(400, "Invalid JSON body", "BadRequestError")
 
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health_generate)
@@ -265,14 +283,14 @@ def _emitter(kind: str, rid: str, created: int, served: str, emit_ts: bool) -> C
 
     def emit(text: str, req: Request, finish: bool, start: float) -> bytes:
         tail = f',"sim_emit_ts":{time.time():.6f}}}\n\n' if emit_ts else "}\n\n"
-        reason = '"length"' if finish else "null"
+        reason = f'"{req.stop_reason}"' if finish else "null"
         if kind == "completion":
             body = f'{head}{json.dumps(text)},"logprobs":null,"finish_reason":{reason},"matched_stop":null}}],"usage":null{tail}'
         elif kind == "chat":
             body = (f'{head}{json.dumps(text)},"reasoning_content":null,"tool_calls":null}},"logprobs":null,'
                     f'"finish_reason":{reason},"matched_stop":null}}],"usage":null{tail}')
         else:
-            meta = {"id": rid, "finish_reason": {"type": "length", "length": req.generated} if finish else None,
+            meta = {"id": rid, "finish_reason": _finish_meta(req) if finish else None,
                     "prompt_tokens": req.prompt_tokens, "completion_tokens": req.generated, "cached_tokens": 0,
                     "e2e_latency": round(time.perf_counter() - start, 4), "spec_accept_length": None}
             body = "data: " + _DUMPS({"text": text, "output_ids": list(range(100, 100 + req.generated)), "meta_info": meta})[:-1] + tail
@@ -287,14 +305,20 @@ def _final_body(kind: str, rid: str, created: int, served: str, req: Request, st
              "completion_tokens": req.generated, "prompt_tokens_details": None, "reasoning_tokens": 0}
     if kind == "generate":
         return {"text": text, "output_ids": list(range(100, 100 + req.generated)), "meta_info": {
-            "id": rid, "finish_reason": {"type": "length", "length": req.generated}, "prompt_tokens": req.prompt_tokens,
+            "id": rid, "finish_reason": _finish_meta(req), "prompt_tokens": req.prompt_tokens,
             "completion_tokens": req.generated, "cached_tokens": 0, "e2e_latency": round(time.perf_counter() - start, 4)}}
     if kind == "chat":
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None},
-                  "logprobs": None, "finish_reason": "length", "matched_stop": None}
+                  "logprobs": None, "finish_reason": req.stop_reason, "matched_stop": None}
         return {"id": rid, "object": "chat.completion", "created": created, "model": served, "choices": [choice], "usage": usage}
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "matched_stop": None}
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": req.stop_reason, "matched_stop": None}
     return {"id": rid, "object": "text_completion", "created": created, "model": served, "choices": [choice], "usage": usage}
+
+
+def _finish_meta(req: Request) -> dict[str, Any]:
+    if req.stop_reason == "length":
+        return {"type": "length", "length": req.generated}
+    return {"type": "stop", "matched": 151645}
 
 
 def access_logger() -> type[AbstractAccessLogger]:

@@ -47,7 +47,8 @@ class PerfModel:
 
 
 def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: float, cuda_graph: bool,
-          speculative: bool, flags: Mapping[str, object] | None = None, arch: str = "sm120") -> PerfModel:
+          speculative: bool, flags: Mapping[str, object] | None = None, arch: str = "sm120",
+          p2p: bool = False, tp: int = 1) -> PerfModel:
     """The serving model for one run: calibration x flags that pass their arch gate x noise x knobs."""
     w = world()
     perf = model["perf"]
@@ -56,6 +57,8 @@ def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: 
         flag_factor = graph_factor if not cuda_graph else 1 / graph_factor
     else:
         flag_factor = 1.0
+    if p2p and tp > 1:
+        flag_factor *= w["effects"]["p2p_throughput"]
     for effect in w["effects"]["flag_throughput"]:
         if (flags or {}).get(effect["flag"]) and arch in effect["archs"]:
             flag_factor *= effect["factor"]

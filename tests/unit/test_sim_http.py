@@ -199,3 +199,19 @@ async def test_stalled_streams_api_key_and_emit_timestamps(tmp_path: Path) -> No
         assert _get(f"{sim.url}/health")[0] == 200
     finally:
         sim.stop()
+
+
+async def test_defaults_natural_stop_and_bad_bodies(baseline: SimHandle) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{baseline.url}/v1/completions", json={"prompt": "x"}) as resp:
+            assert (await resp.json())["usage"]["completion_tokens"] == 16
+        chat = {"messages": [{"role": "user", "content": "tell me"}]}
+        async with session.post(f"{baseline.url}/v1/chat/completions", json=chat) as resp:
+            answer = await resp.json()
+        assert answer["choices"][0]["finish_reason"] == "stop" and answer["usage"]["completion_tokens"] == 256
+        async with session.post(f"{baseline.url}/generate", json={"text": "x"}) as resp:
+            assert (await resp.json())["meta_info"]["completion_tokens"] == 128
+        async with session.post(f"{baseline.url}/v1/completions", data=b"{nope") as resp:
+            assert resp.status == 400
+        async with session.post(f"{baseline.url}/v1/completions", json={"prompt": "x", "max_tokens": -1}) as resp:
+            assert resp.status == 400
