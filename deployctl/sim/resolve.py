@@ -130,7 +130,8 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
     explicit = parsed.explicit
     bare: list[str] = []
     model_path = args["model_path"]
-    model = w["models"].get(model_path)
+    # SGLANG_SIM_MODEL lets any --model-path (an operator's own checkpoint) behave like a preset
+    model = w["models"].get(env.get("SGLANG_SIM_MODEL") or model_path)
     if model is not None and not _version_at_least(version, model["min_version"]):
         model = None  # an unsupported architecture fails while loading the config, like a missing one
 

@@ -15,7 +15,8 @@ _WORLD = Path(__file__).with_name("world.yaml")
 
 @lru_cache(maxsize=1)
 def world() -> dict[str, Any]:
-    return yaml.safe_load(_WORLD.read_text())
+    """The shipped world.yaml, or SGLANG_SIM_WORLD's file (an operator's own GPUs and models)."""
+    return yaml.safe_load(Path(os.environ.get("SGLANG_SIM_WORLD") or _WORLD).read_text())
 
 
 @dataclass(frozen=True)

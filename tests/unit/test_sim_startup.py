@@ -187,3 +187,13 @@ def test_tuned_moe_configs_exist_off_sm120_and_fusion_workspace_only_costs_memor
     assert len(_ranks_with(log, "Using MoE kernel config from ")) == 4
     assert "Custom allreduce is disabled" not in log
     assert _dump(log)["attention_backend"] == "triton"
+
+
+def test_unknown_model_fails_unless_mapped_to_a_preset() -> None:
+    argv = ["--model-path", "my-org/my-model", "--tp", "4"]
+    host = host_from_env({"SGLANG_SIM_GPU_COUNT": "4"})
+    for env, ready in (({}, False), ({"SGLANG_SIM_MODEL": "Qwen/Qwen3.5-122B-A10B"}, True)):
+        resolved = resolve("0.5.10", cli.parse("0.5.10", argv), host, env)
+        log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000))
+        assert (code is None) == ready
+        assert ("OSError: my-org/my-model is not a local folder" in log) != ready
