@@ -102,7 +102,8 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
                               resolved.speculative, resolved.server_args, host.gpu.compute_capability,
                               host.p2p, resolved.tp)
             engine = Engine(perf, resolved.effective_mrr, int(resolved.server_args.get("chunked_prefill_size") or 8192),
-                            time_scale, seed=env.get("SGLANG_SIM_SEED"))
+                            time_scale, seed=env.get("SGLANG_SIM_SEED"),
+                            kv_tokens=resolved.memory.kv_tokens if resolved.memory else 1 << 62)
             engine.start()
             state = ServerState(resolved=resolved, host=host, engine=engine, faults=faults,
                                 log=lambda text: log.line(startup.MAIN, text),

@@ -1,6 +1,7 @@
 """Continuous batching on a virtual clock.
 
-At most max_running_requests run; the rest queue. Each iteration is either a prefill step (admits
+At most max_running_requests run, and only while their prompts plus requested output fit the KV
+pool (max_total_num_tokens); the rest queue. Each iteration is either a prefill step (admits
 queued requests up to chunked_prefill_size tokens) or a decode step in which every running request
 gains its speculative accept length. Simulated time advances by the model's step time; the loop
 sleeps until real time = simulated time / SGLANG_SIM_TIME_SCALE, so a scaled run reports
@@ -46,9 +47,11 @@ class Request:
 
 class Engine:
     def __init__(self, perf: PerfModel, max_running: int, chunked_prefill: int, time_scale: float,
-                 seed: str | None = None) -> None:
+                 seed: str | None = None, kv_tokens: int = 1 << 62) -> None:
         self.perf = perf
         self.max_running = max(1, max_running)
+        self.kv_tokens = kv_tokens
+        self._reserved = 0     # KV tokens the running requests will need at their full length
         self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
         self.time_scale = time_scale
         self.waiting: deque[Request] = deque()
@@ -96,10 +99,13 @@ class Engine:
                 if req.aborted:
                     self.waiting.popleft()
                     continue
-                if admitted and req.prompt_tokens > budget:
+                need = req.prompt_tokens + req.max_tokens
+                if (admitted and req.prompt_tokens > budget) or \
+                        ((self.running or admitted) and self._reserved + need > self.kv_tokens):
                     break
                 admitted.append(self.waiting.popleft())
                 budget -= req.prompt_tokens
+                self._reserved += need
             if admitted:
                 dt = self.perf.prefill_s(sum(r.prompt_tokens for r in admitted))
             else:
@@ -116,24 +122,33 @@ class Engine:
             if admitted:
                 for req in admitted:
                     if req.aborted:
+                        self._release(req)
                         continue
                     req.generated = 1
                     self._finish_or_wake(req)
-                    if not req.finished:
+                    if req.finished:
+                        self._release(req)
+                    else:
                         self.running.append(req)
                 continue
             still: list[Request] = []
             rng = self.rng.random
             for req in self.running:
                 if req.aborted:
+                    self._release(req)
                     continue
                 gain = base + (1 if whole and rng() < whole else 0)
                 gain = min(gain, req.max_tokens - req.generated)
                 req.generated += gain
                 self._finish_or_wake(req)
-                if not req.finished:
+                if req.finished:
+                    self._release(req)
+                else:
                     still.append(req)
             self.running = still
+
+    def _release(self, req: Request) -> None:
+        self._reserved -= req.prompt_tokens + req.max_tokens
 
     def _observe(self, now: float, batch: int) -> None:
         gap = now - self._last

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
@@ -47,7 +47,7 @@ class ServerState:
     emit_ts: bool = False
     ready: bool = False
     completed: int = 0
-    started_at: float = time.time()
+    started_at: float = field(default_factory=time.time)
 
 
 class _AccessLogger(AbstractAccessLogger):
