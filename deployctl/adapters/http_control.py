@@ -71,5 +71,5 @@ class ControlClient:
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach the server at {self._base}{path}: {type(exc).__name__}: {exc}",
-                hint="is the unit running and listening on that port? (deployctl status DEPLOYMENT)",
+                hint="is the server running and listening there? (systemctl status <unit>, journalctl -u <unit>)",
             ) from None

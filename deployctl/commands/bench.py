@@ -141,13 +141,16 @@ async def _measure(target: _Target, policy: BenchPolicy, args: argparse.Namespac
 
 
 async def _telemetry_sampler(target: _Target):
-    from deployctl.adapters.http_control import ControlClient
+    from deployctl.adapters.http_control import ControlClient, ServerUnreachable
     from deployctl.telemetry import TelemetrySampler
 
     simulated = target.simulated
     if simulated is None:
         async with ControlClient(target.url) as control:
-            simulated = await control.is_simulator()
+            try:
+                simulated = await control.is_simulator()
+            except ServerUnreachable:
+                simulated = False  # run_sweep reports the unreachable server with the right endpoint
     return TelemetrySampler.for_server(target.url, simulated=simulated).start()
 
 
