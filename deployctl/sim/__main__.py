@@ -13,6 +13,7 @@ from typing import Mapping
 from aiohttp import web
 
 from deployctl.sim import cli, startup
+from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.engine import Engine
 from deployctl.sim.faults import FaultSpecError, parse_faults
 from deployctl.sim.resolve import resolve
@@ -103,7 +104,8 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
                               host.p2p, resolved.tp)
             engine = Engine(perf, resolved.effective_mrr, int(resolved.server_args.get("chunked_prefill_size") or 8192),
                             time_scale, seed=env.get("SGLANG_SIM_SEED"),
-                            kv_tokens=resolved.memory.kv_tokens if resolved.memory else 1 << 62)
+                            kv_tokens=resolved.memory.kv_tokens if resolved.memory else 1 << 62,
+                            log=BatchLog(resolved, log.line))
             engine.start()
             state = ServerState(resolved=resolved, host=host, engine=engine, faults=faults,
                                 log=lambda text: log.line(startup.MAIN, text),

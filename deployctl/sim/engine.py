@@ -16,6 +16,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.throughput import PerfModel
 
 _MAX_LAG_S = 0.25
@@ -47,11 +48,12 @@ class Request:
 
 class Engine:
     def __init__(self, perf: PerfModel, max_running: int, chunked_prefill: int, time_scale: float,
-                 seed: str | None = None, kv_tokens: int = 1 << 62) -> None:
+                 seed: str | None = None, kv_tokens: int = 1 << 62, log: BatchLog | None = None) -> None:
         self.perf = perf
         self.max_running = max(1, max_running)
         self.kv_tokens = kv_tokens
         self._reserved = 0     # KV tokens the running requests will need at their full length
+        self.log = log
         self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
         self.time_scale = time_scale
         self.waiting: deque[Request] = deque()
@@ -120,6 +122,10 @@ class Engine:
                 await asyncio.sleep(0)
             self._observe(loop.time(), len(self.running) + len(admitted))
             if admitted:
+                if self.log is not None:
+                    tokens = sum(r.prompt_tokens for r in admitted)
+                    used = sum(r.prompt_tokens + r.generated for r in self.running) + tokens
+                    self.log.prefill(len(admitted), tokens, len(self.running), len(self.waiting), used, dt / self.time_scale)
                 for req in admitted:
                     if req.aborted:
                         self._release(req)
@@ -133,6 +139,8 @@ class Engine:
                 continue
             still: list[Request] = []
             rng = self.rng.random
+            before = self.running
+            generated = 0
             for req in self.running:
                 if req.aborted:
                     self._release(req)
@@ -140,12 +148,16 @@ class Engine:
                 gain = base + (1 if whole and rng() < whole else 0)
                 gain = min(gain, req.max_tokens - req.generated)
                 req.generated += gain
+                generated += gain
                 self._finish_or_wake(req)
                 if req.finished:
                     self._release(req)
                 else:
                     still.append(req)
             self.running = still
+            if self.log is not None and self.log.tick(generated, len(before)):
+                used = sum(r.prompt_tokens + r.generated for r in before)
+                self.log.decode(len(before), len(self.waiting), used)
 
     def _release(self, req: Request) -> None:
         self._reserved -= req.prompt_tokens + req.max_tokens

@@ -321,7 +321,7 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
         yield from _moe_lines(r)
     usage = "full token usage: 0.00, mamba usage: 0.01" if model.get("hybrid_mamba") else "token usage: 0.00"
     tokens = 19 if model.get("multimodal") else 6
-    yield Line(0, fmt["prefill_line"].format(tokens=tokens, usage=usage))
+    yield Line(0, fmt["prefill_line"].format(seqs=1, tokens=tokens, usage=usage, running=0, queued=0, tput=0.0))
     warm = "/v1/chat/completions" if model.get("multimodal") and modern else "/generate"
     yield Line(MAIN, f'INFO:     127.0.0.1:{40006 + pid % 20000} - "POST {warm} HTTP/1.1" 200 OK', stdout=True)
     if ver == "0.5.23":

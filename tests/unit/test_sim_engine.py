@@ -57,3 +57,22 @@ async def test_streams_wake_per_step_and_aborts_free_their_slot() -> None:
         seen.append(nxt.generated)
     await engine.stop()
     assert seen[-1] == 5 and len(seen) >= 2
+
+
+async def test_serving_lines_prefill_each_step_and_decode_every_interval() -> None:
+    from deployctl.sim import cli
+    from deployctl.sim.batchlog import BatchLog
+    from deployctl.sim.resolve import resolve
+    from deployctl.sim.world import host_from_env
+
+    argv = ["--model-path", "lukealonso/GLM-5-NVFP4", "--tp", "8", "--decode-log-interval", "10"]
+    resolved = resolve("0.5.9", cli.parse("0.5.9", argv), host_from_env({}), {})
+    lines: list[str] = []
+    engine = Engine(PERF, max_running=8, chunked_prefill=8192, time_scale=1000,
+                    log=BatchLog(resolved, lambda rank, text: lines.append(f"TP{rank} {text}")))
+    await _serve(engine, [Request(prompt_tokens=100, max_tokens=31, stream=False) for _ in range(2)])
+    prefill = [l for l in lines if "Prefill batch" in l]
+    decode = [l for l in lines if "Decode batch" in l]
+    assert prefill[0].startswith("TP0 Prefill batch, #new-seq: 2, #new-token: 200, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): ")
+    assert len(decode) == 3
+    assert decode[0].startswith("TP0 Decode batch, #running-req: 2, #token: 222, token usage: 0.00, cuda graph: True, gen throughput (token/s): ")
