@@ -9,7 +9,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TextIO
 
 from deployctl.bench import Progress, render_table, run_sweep
 from deployctl.benchresult import BenchResult
@@ -112,7 +112,9 @@ def _policy(base: BenchPolicy, args: argparse.Namespace) -> BenchPolicy:
         raise InputError(f"bad benchmark settings: {exc}") from None
 
 
-async def _measure(target: _Target, policy: BenchPolicy, args: argparse.Namespace, out) -> tuple[BenchResult, bool]:
+async def _measure(
+    target: _Target, policy: BenchPolicy, args: argparse.Namespace, out: TextIO
+) -> tuple[BenchResult, bool]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -124,7 +126,7 @@ async def _measure(target: _Target, policy: BenchPolicy, args: argparse.Namespac
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     sampler = await _telemetry_sampler(target)
     try:
-        with _progress(out) as progress:
+        with _ProgressDisplay(out) as progress:
             result = await run_sweep(
                 target.url, policy, levels=policy.concurrency, trials=args.trials, progress=progress,
                 model=target.model, vocab_size=args.vocab_size, text_prompt=args.text_prompt,
@@ -154,7 +156,7 @@ async def _telemetry_sampler(target: _Target):
     return TelemetrySampler.for_server(target.url, simulated=simulated).start()
 
 
-def _print_extras(result: BenchResult, out) -> None:
+def _print_extras(result: BenchResult, out: TextIO) -> None:
     from deployctl.telemetry import render_telemetry
 
     for level in result.levels:
@@ -171,10 +173,10 @@ def _print_extras(result: BenchResult, out) -> None:
                 print(f"C={t.concurrency} trial {t.trial}: " + "; ".join(parts), file=out)
 
 
-class _progress:
+class _ProgressDisplay:
     """A rich progress bar on a terminal; one plain line per trial otherwise (cron, ssh without -t)."""
 
-    def __init__(self, out) -> None:
+    def __init__(self, out: TextIO) -> None:
         self._out = out
         self._tty = out.isatty()
 

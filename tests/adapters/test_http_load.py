@@ -359,6 +359,12 @@ async def test_duration_and_poisson_modes(serve) -> None:
     poisson = await run_sweep(url, small_policy(concurrency=[4], warmup_requests=0), request_rate=200.0)
     p = poisson.levels[0].trials[0]
     assert p.requests_ok == 8 and p.valid, p.invalid_reason  # open loop: C is a cap, not a target
+    # arrivals faster than one slot can serve: later requests wait on the client, and that wait is
+    # queue_s, not TTFT (the server answers its first chunk within a few steps of 2 ms)
+    capped = await run_sweep(url, small_policy(concurrency=[1], warmup_requests=0), request_rate=1000.0)
+    samples = capped.levels[0].trials[0].samples
+    assert max(s.queue_s for s in samples) > 0.05
+    assert max(s.ttft_s for s in samples) < 0.05
 
 
 async def test_merged_extra_trials_render_in_one_table(serve) -> None:
