@@ -40,7 +40,7 @@ class Raw:
 
 @dataclass(frozen=True)
 class Listen:
-    """Start the HTTP server (uvicorn's 'Started server process' comes right after)."""
+    """Bind and start the HTTP server ('Uvicorn running on …' follows)."""
 
 
 @dataclass(frozen=True)
@@ -306,12 +306,12 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
 
     yield Phase("http")
     yield Pause(ph["http"])
-    yield Listen()
     yield Line(MAIN, f"INFO:     Started server process [{pid}]")
     yield Line(MAIN, "INFO:     Waiting for application startup.")
     if modern:
         yield Line(MAIN, f"Using default chat sampling params from model generation config: {model['sampling_defaults']}")
     yield Line(MAIN, "INFO:     Application startup complete.")
+    yield Listen()  # uvicorn binds after the lifespan startup; a taken port fails here
     yield Line(MAIN, f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
 
     yield Phase("warmup")

@@ -215,3 +215,17 @@ async def test_defaults_natural_stop_and_bad_bodies(baseline: SimHandle) -> None
             assert resp.status == 400
         async with session.post(f"{baseline.url}/v1/completions", json={"prompt": "x", "max_tokens": -1}) as resp:
             assert resp.status == 400
+
+
+def test_port_taken_fails_like_uvicorn(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        sim = launch(QWEN, BASE_ENV, str(tmp_path), port=port)
+        assert sim.proc.wait(30) == 1
+    lines = sim.log().strip().splitlines()
+    assert lines[-2].endswith("INFO:     Application startup complete.")
+    assert lines[-1].endswith(f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): address already in use")
