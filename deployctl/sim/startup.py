@@ -109,7 +109,7 @@ def _per_rank(r: Resolved, text: str) -> Iterator[Line]:
 
 def _traceback_rank(r: Resolved, rank: int, frames: list[str], error: str) -> Line:
     sp = world()["site_packages"]
-    lines = [f"Scheduler hit an exception: Traceback (most recent call last):"]
+    lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
     lines.append(f'  File "{sp}/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process')
     lines.append("    scheduler = Scheduler(")
     lines.append("                ^^^^^^^^^^")
@@ -298,8 +298,6 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
                     label = label.replace("draft cuda graph", "draft decode CUDA graph").replace("extend cuda graph", "extend CUDA graph")
                 yield from _capture(r, label, avail, usage, ph["draft_capture_per_bs"], with_moe=False, faults=frozenset())
                 avail -= usage
-    if not r.cuda_graph and r.moe_warnings:
-        pass  # printed at the warm-up's first MoE forward instead (below)
     yield Line(0, f"max_total_num_tokens={m.kv_tokens}, chunked_prefill_size={r.server_args['chunked_prefill_size']}, "
                   f"max_prefill_tokens={r.server_args.get('max_prefill_tokens', 16384)}, max_running_requests={r.effective_mrr}, "
                   f"context_len={r.server_args.get('context_length') or model['context_len']}, available_gpu_mem={avail:.2f} GB")
@@ -318,7 +316,7 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
     yield Line(MAIN, f'INFO:     127.0.0.1:{40000 + pid % 20000} - "GET {fmt["model_info_path"]} HTTP/1.1" 200 OK', stdout=True)
     yield Pause(ph["warmup"])
     if not r.cuda_graph:
-        yield from _moe_lines(r)
+        yield from _moe_lines(r)  # without graph capture the first MoE forward is the warm-up's
     usage = "full token usage: 0.00, mamba usage: 0.01" if model.get("hybrid_mamba") else "token usage: 0.00"
     tokens = 19 if model.get("multimodal") else 6
     yield Line(0, fmt["prefill_line"].format(seqs=1, tokens=tokens, usage=usage, running=0, queued=0, tput=0.0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -152,7 +153,6 @@ async def test_health_is_503_until_warmup_completes(tmp_path: Path) -> None:
                 status, _ = _get(f"{sim.url}/health")
                 break
             except (urllib.error.URLError, ConnectionError):
-                import time
                 time.sleep(0.05)
         assert status == 503
         assert _get(f"{sim.url}/model_info")[0] == 200
