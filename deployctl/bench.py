@@ -19,9 +19,9 @@ import asyncio
 import inspect
 import itertools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from deployctl.adapters.http_control import ControlClient
 from deployctl.adapters.http_load import LoadClient, LoadError
@@ -41,8 +41,8 @@ from deployctl.policy import BenchPolicy
 
 _LAG_PROBE_S = 0.05
 
-ServerLog = Callable[[float, float], "Iterable[str] | Awaitable[Iterable[str]]"]
-TelemetryWindow = Callable[[float, float], "LevelTelemetry | None"]
+ServerLog = Callable[[float, float], Iterable[str] | Awaitable[Iterable[str]]]
+TelemetryWindow = Callable[[float, float], LevelTelemetry | None]
 
 
 @dataclass(frozen=True)
