@@ -54,6 +54,8 @@ class Engine:
         self.kv_tokens = kv_tokens
         self._reserved = 0     # KV tokens the running requests will need at their full length
         self.log = log
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
         self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
         self.time_scale = time_scale
         self.waiting: deque[Request] = deque()
@@ -131,6 +133,8 @@ class Engine:
                         self._release(req)
                         continue
                     req.generated = 1
+                    self.prompt_tokens_total += req.prompt_tokens
+                    self.generation_tokens_total += 1
                     self._finish_or_wake(req)
                     if req.finished:
                         self._release(req)
@@ -155,9 +159,13 @@ class Engine:
                 else:
                     still.append(req)
             self.running = still
+            self.generation_tokens_total += generated
             if self.log is not None and self.log.tick(generated, len(before)):
                 used = sum(r.prompt_tokens + r.generated for r in before)
                 self.log.decode(len(before), len(self.waiting), used)
+
+    def kv_tokens_used(self) -> int:
+        return sum(r.prompt_tokens + r.generated for r in self.running)
 
     def _release(self, req: Request) -> None:
         self._reserved -= req.prompt_tokens + req.max_tokens

@@ -266,7 +266,24 @@ def build_app(state: ServerState) -> web.Application:
         app.router.add_get(path, server_info)
     for path in ("/model_info", "/get_model_info"):
         app.router.add_get(path, model_info)
+    async def metrics(_: web.Request) -> web.Response:
+        engine = state.engine
+        label = f'{{model_name="{served}"}}'
+        kv = r.memory.kv_tokens if r.memory else 1
+        rows = [
+            ("sglang:num_running_reqs", "gauge", len(engine.running)),
+            ("sglang:num_queue_reqs", "gauge", len(engine.waiting)),
+            ("sglang:token_usage", "gauge", round(engine.kv_tokens_used() / max(kv, 1), 4)),
+            ("sglang:max_total_num_tokens", "gauge", kv),
+            ("sglang:prompt_tokens_total", "counter", engine.prompt_tokens_total),
+            ("sglang:generation_tokens_total", "counter", engine.generation_tokens_total),
+        ]
+        text = "".join(f"# TYPE {name} {kind}\n{name}{label} {value}\n" for name, kind, value in rows)
+        return web.Response(text=text, content_type="text/plain")
+
     app.router.add_get("/v1/models", models)
+    if args.get("enable_metrics"):
+        app.router.add_get("/metrics", metrics)
     app.router.add_get("/sim/telemetry", telemetry)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)

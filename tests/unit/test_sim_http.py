@@ -182,7 +182,7 @@ async def test_error_rate_and_crash_after(tmp_path: Path) -> None:
 
 
 async def test_stalled_streams_api_key_and_emit_timestamps(tmp_path: Path) -> None:
-    sim = _start(tmp_path, QWEN + ["--api-key", "sekret"], SGLANG_SIM_FAULT="stall_streams", SGLANG_SIM_EMIT_TS="1")
+    sim = _start(tmp_path, QWEN + ["--api-key", "sekret", "--enable-metrics"], SGLANG_SIM_FAULT="stall_streams", SGLANG_SIM_EMIT_TS="1")
     try:
         body = {"prompt": "x", "max_tokens": 50, "stream": True}
         async with aiohttp.ClientSession() as session:
@@ -196,6 +196,9 @@ async def test_stalled_streams_api_key_and_emit_timestamps(tmp_path: Path) -> No
                 await resp.content.readline()
                 with pytest.raises(asyncio.TimeoutError):
                     await asyncio.wait_for(resp.content.readline(), 1.0)
+                async with session.get(f"{sim.url}/metrics", headers=headers) as metrics:
+                    text = await metrics.text()
+                assert 'sglang:prompt_tokens_total{model_name="qwen3.5-122b"} 1\n' in text and "sglang:num_running_reqs{" in text
         assert _get(f"{sim.url}/health")[0] == 200
     finally:
         sim.stop()
