@@ -31,11 +31,11 @@ from deployctl.commands.demo import demo_inventory
 from deployctl.sandbox import Sandbox
 
 TINY_POLICY = {
-    "bench": {"concurrency": [1, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 8,
+    "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
               "warmup_requests": 1},
-    "judge": {"min_trials": 2, "max_trials": 3},
+    "judge": {"min_trials": 2, "max_trials": 5, "limit_pct": 10},
     "gates": {"startup_timeout_s": 30},
-    "verify_concurrency": [1],
+    "verify_concurrency": [2],
 }
 FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
 

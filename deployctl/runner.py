@@ -322,7 +322,7 @@ class Runner:
         version = (report or {}).get("sglang_version")
         key = bench_key(self.plan.policy)
         fresh = None
-        if self.plan.known_good_hash:
+        if self.plan.known_good_hash and self.baseline_max_age_s > 0:
             fresh = self.ledger.fresh_baseline(
                 unit_hash=self.plan.known_good_hash, bench_key=key, host=self.plan.host,
                 sglang_version=version, max_age_s=self.baseline_max_age_s,

@@ -27,6 +27,7 @@ from deployctl.report import TerminalProgress, emit, emit_json, level_rows, outc
 from deployctl.runner import PromoteOutcome, Runner
 
 NAME = "promote"
+BASELINE_MAX_AGE_S = 3600.0  # a baseline of the same unit, host, version and sweep this recent is reused
 HELP = "try a profile on the live server: benchmark, judge, keep it or roll back"
 DESCRIPTION = """\
 Promote PROFILE on DEPLOYMENT: pre-flight checks, measure the live release (the baseline), install the
@@ -51,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_site_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
+    parser.add_argument("--fresh-baseline", action="store_true",
+                        help="measure the live release now, even if the ledger has a measurement of it from the last hour")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
-                                  quiet=args.json))
+                                  baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S))
     if args.json:
         emit_json(outcome_json(out))
     else:
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
-                  quiet: bool = False) -> PromoteOutcome:
+                  baseline_max_age_s: float = BASELINE_MAX_AGE_S) -> PromoteOutcome:
     """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
     progress = TerminalProgress()
     with Ledger.open(site.state_dir) as ledger:
@@ -90,7 +93,8 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                 unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), flags=plan.flags,
                 env=plan.env, host=site.host, pid=os.getpid(), previous_id=previous,
             )
-            runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous)
+            runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
+                            baseline_max_age_s=baseline_max_age_s)
             _abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight)))
 

@@ -27,12 +27,13 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 REPO = Path(__file__).resolve().parents[2]
 FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
 POLICY = {
-    "bench": {"concurrency": [1, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 8,
+    # Several waves per trial (the client shares 2 cores with the simulator), so a trial's throughput is steady enough for a neutral change to pass.
+    "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
               "warmup_requests": 1},
     # Two cores shared with other work: a 10 % limit and up to 5 trials let a neutral change pass.
     "judge": {"min_trials": 2, "max_trials": 5, "limit_pct": 10},
     "gates": {"startup_timeout_s": 8},
-    "verify_concurrency": [1],
+    "verify_concurrency": [2],
 }
 
 
@@ -157,7 +158,7 @@ def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
 
 def test_neutral_candidate_passes_and_is_kept(world):
     cli, data = world
-    done = cli("promote", "neutral", "-d", "glm5-sim")
+    done = cli("promote", "neutral", "-d", "glm5-sim", "--fresh-baseline")
     assert done.returncode == ExitCode.OK, done.stdout + done.stderr
     assert "KEPT: the candidate is live" in done.stdout
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
@@ -180,6 +181,14 @@ def test_unknown_flag_fails_at_startup_and_rolls_back_with_the_servers_reason(wo
     done = cli("promote", "bad-flag", "-d", "glm5-sim", "--skip-preflight")
     assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
     assert "unrecognized arguments: --enable-warp-drive" in done.stdout
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
+
+
+def test_preflight_refuses_an_unknown_flag_before_touching_anything(world):
+    cli, data = world
+    done = cli("promote", "bad-flag", "-d", "glm5-sim")
+    assert done.returncode == ExitCode.PREFLIGHT_REFUSED, done.stdout + done.stderr
+    assert "--enable-warp-drive" in done.stdout and "REFUSED: nothing was changed" in done.stdout
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
 
 
