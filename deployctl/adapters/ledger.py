@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 from deployctl.errors import DeployctlError, InputError
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
+LEDGER_FILE = "ledger.sqlite3"
 REDACTED = "<redacted>"
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 # Environment=NAME=value, Environment="NAME=value" "OTHER=x", and flags like --api-key value.
@@ -221,7 +222,7 @@ class Ledger:
 
     @classmethod
     def open(cls, state_dir: Path, **kwargs: Any) -> "Ledger":
-        return cls(Path(state_dir) / "ledger.sqlite3", **kwargs)
+        return cls(Path(state_dir) / LEDGER_FILE, **kwargs)
 
     def close(self) -> None:
         self._db.close()

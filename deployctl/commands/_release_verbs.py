@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from deployctl import machine as m
-from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger, resolve_state_dir, who_from_env
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
@@ -108,6 +108,8 @@ def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list
 
     Returns the lines to show. When another live process holds the lock, it is not dead: nothing to do.
     """
+    if not (site.state_dir / LEDGER_FILE).exists():
+        return []  # deployctl never promoted anything here (and a read-only caller must not create it)
     with Ledger.open(site.state_dir) as ledger:
         if not ledger.unfinished(site.name):
             return []

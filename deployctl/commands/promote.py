@@ -95,6 +95,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             )
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s)
+            abort_request(lock)  # a request left for a promote that had already ended is not for this one
             _abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight)))
 

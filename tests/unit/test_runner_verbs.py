@@ -64,3 +64,10 @@ def test_a_leftover_trial_is_refused(site):
     with pytest.raises(InputError, match="a trial of sglang-glm5-sim.service is installed") as err:
         site.plan("candidate")
     assert "deployctl rollback -d glm5-sim" in err.value.hint
+
+
+def test_recover_now_does_nothing_where_deployctl_never_ran(site):
+    from deployctl.commands._release_verbs import recover_now
+
+    assert recover_now(site, "status") == []
+    assert not site.state_dir.exists()
