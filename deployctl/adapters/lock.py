@@ -99,7 +99,10 @@ class DeploymentLock:
         except OSError as exc:
             raise DeployctlError(f"cannot create the lock directory {self.dir}: {exc}", hint="run as root") from exc
         for _ in range(3):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise DeployctlError(f"cannot open the lock {self.path}: {exc.strerror}", hint="run as root") from exc
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

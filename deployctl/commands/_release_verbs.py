@@ -110,6 +110,9 @@ def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list
     """
     if not (site.state_dir / LEDGER_FILE).exists():
         return []  # deployctl never promoted anything here (and a read-only caller must not create it)
+    if not os.access(site.state_dir, os.W_OK):
+        # A non-root operator can neither read the WAL ledger nor recover; status shows a leftover trial.
+        return []
     with Ledger.open(site.state_dir) as ledger:
         if not ledger.unfinished(site.name):
             return []
