@@ -16,7 +16,7 @@ from deployctl.sim import cli, startup
 from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.engine import Engine
 from deployctl.sim.faults import FaultSpecError, parse_faults
-from deployctl.sim.resolve import resolve
+from deployctl.sim.resolve import Resolved, resolve
 from deployctl.sim.server import ServerState, access_logger, build_app
 from deployctl.sim.throughput import build as build_perf
 from deployctl.sim.world import host_from_env, world
@@ -25,15 +25,16 @@ from deployctl.sim.world import host_from_env, world
 class _Log:
     """SGLang's log prefix: '[%Y-%m-%d %H:%M:%S{.ms}{ TPn}] ', local time, stderr, flushed."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], resolved: Resolved) -> None:
         self.ms = env.get("SGLANG_LOG_MS", "0").lower() in ("1", "true")
+        self.resolved = resolved
 
     def prefix(self, rank: int) -> str:
         now = time.time()
         ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
         if self.ms:
             ts += f".{int(now * 1000) % 1000:03d}"
-        return f"[{ts}{'' if rank < 0 else f' TP{rank}'}] "
+        return f"[{ts}{startup.rank_tag(self.resolved, rank)}] "
 
     def line(self, rank: int, text: str, stdout: bool = False) -> None:
         stream = sys.stdout if stdout else sys.stderr
@@ -67,7 +68,7 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
         _die(2)
     host = host_from_env(env)
     resolved = resolve(version, parsed, host, env)
-    log = _Log(env)
+    log = _Log(env, resolved)
     speed = float(env.get("SGLANG_SIM_SPEED", "1") or 1) * faults.slow_start
     time_scale = float(env.get("SGLANG_SIM_TIME_SCALE", "1") or 1)
     bind_host = str(resolved.server_args.get("host") or "127.0.0.1")

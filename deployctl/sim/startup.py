@@ -406,12 +406,21 @@ def _capture(r: Resolved, label: str, avail: float, usage: float, per_bs: float,
             yield Line(rank, f"Capture {label} end. Time elapsed: {n * 0.91 + 3.3 + 0.05 * rank:.2f} s. mem usage={usage:.2f} GB. avail mem={avail - usage + 0.01 * rank:.2f} GB.")
 
 
-def render_text(events: Iterator[Event], timestamp: str = "2026-01-01 00:00:00") -> tuple[str, int | None]:
+def rank_tag(r: Resolved, rank: int) -> str:
+    """' TP3' or ' TP3 EP3': the parts whose size is >1, in the scheduler's order (TP before EP)."""
+    if rank < 0:
+        return ""
+    ep = int(r.server_args.get("ep_size") or 1)
+    return f" TP{rank}" + (f" EP{rank * ep // r.tp}" if ep > 1 else "")
+
+
+def render_text(events: Iterator[Event], resolved: Resolved,
+                timestamp: str = "2026-01-01 00:00:00") -> tuple[str, int | None]:
     """The merged stream the script would write (fixed timestamp) and its exit code (None: ready)."""
     parts: list[str] = []
     for event in events:
         if isinstance(event, Line):
-            prefix = "" if event.rank == BARE else f"[{timestamp}{'' if event.rank == MAIN else f' TP{event.rank}'}] "
+            prefix = "" if event.rank == BARE else f"[{timestamp}{rank_tag(resolved, event.rank)}] "
             parts.append(prefix + event.text + "\n")
         elif isinstance(event, Raw):
             parts.append(event.text)

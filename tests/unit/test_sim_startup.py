@@ -32,7 +32,7 @@ def _simulate(expect: dict, faults: str = "") -> tuple[str, int | None]:
     tp = int(parsed.values.get("tp_size", 1))
     host = host_from_env({"SGLANG_SIM_GPU_COUNT": str(tp)})
     resolved = resolve(version, parsed, host, {**expect["env"], "SGLANG_SIM_SEED": "1"})
-    return startup.render_text(startup.script(resolved, parse_faults(faults).start, 4242, "0.0.0.0", 8000))
+    return startup.render_text(startup.script(resolved, parse_faults(faults).start, 4242, "0.0.0.0", 8000), resolved)
 
 
 def _dump(log: str) -> dict:
@@ -181,7 +181,7 @@ def test_tuned_moe_configs_exist_off_sm120_and_fusion_workspace_only_costs_memor
     argv = argv[argv.index("sglang.launch_server") + 1:]
     host = host_from_env({"SGLANG_SIM_GPU_NAME": "NVIDIA H200", "SGLANG_SIM_GPU_COUNT": "4"})
     resolved = resolve("0.5.10", cli.parse("0.5.10", argv), host, expect["env"])
-    log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000))
+    log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000), resolved)
     assert code is None
     assert "Performance might be sub-optimal" not in log
     assert len(_ranks_with(log, "Using MoE kernel config from ")) == 4
@@ -194,6 +194,14 @@ def test_unknown_model_fails_unless_mapped_to_a_preset() -> None:
     host = host_from_env({"SGLANG_SIM_GPU_COUNT": "4"})
     for env, ready in (({}, False), ({"SGLANG_SIM_MODEL": "Qwen/Qwen3.5-122B-A10B"}, True)):
         resolved = resolve("0.5.10", cli.parse("0.5.10", argv), host, env)
-        log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000))
+        log, code = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000), resolved)
         assert (code is None) == ready
         assert ("OSError: my-org/my-model is not a local folder" in log) != ready
+
+
+def test_expert_parallel_ranks_carry_both_tags() -> None:
+    argv = ["--model-path", "lukealonso/GLM-5-NVFP4", "--tp", "8", "--ep", "8", "--disable-cuda-graph"]
+    resolved = resolve("0.5.10", cli.parse("0.5.10", argv), host_from_env({}), {})
+    log, _ = startup.render_text(startup.script(resolved, frozenset(), 1, "0.0.0.0", 8000), resolved)
+    assert "[2026-01-01 00:00:00 TP3 EP3] Load weight begin." in log
+    assert "[2026-01-01 00:00:00 TP0 EP0] max_total_num_tokens=" in log
