@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
@@ -245,20 +245,29 @@ class LiveStartup:
 
 
 class LiveBench:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, note: Callable[[str], None] | None = None) -> None:
         self.policy = policy
+        self.note = note
+
+    def _progress(self, p: Any) -> None:
+        """One line per finished trial, so a long sweep shows it is moving."""
+        if self.note is not None and p.result is not None:
+            t = p.result
+            invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
+            self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
+                      f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}")
 
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         from deployctl.bench import merge_results, run_sweep
 
         if isinstance(trials, int):
-            return await run_sweep(url, self.policy.bench, levels=levels, trials=trials)
+            return await run_sweep(url, self.policy.bench, levels=levels, trials=trials, progress=self._progress)
         by_count: dict[int, list[int]] = {}
         for c, n in trials.items():
             by_count.setdefault(n, []).append(c)
         result: BenchResult | None = None
         for n, cs in sorted(by_count.items()):
-            part = await run_sweep(url, self.policy.bench, levels=cs, trials=n)
+            part = await run_sweep(url, self.policy.bench, levels=cs, trials=n, progress=self._progress)
             result = part if result is None else merge_results(result, part)
         assert result is not None
         return result
@@ -345,7 +354,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
     try:
         yield Adapters(
             units=LiveUnits(systemd, site),
-            bench=LiveBench(site.policy),
+            bench=LiveBench(site.policy, getattr(progress, "detail", None)),
             judge=LiveJudge(site.policy),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),

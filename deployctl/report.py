@@ -265,3 +265,8 @@ class TerminalProgress:
         else:
             self.stream.write(f"[{elapsed:6.1f}s] {phase.value:<9} {text}\n")
         self.stream.flush()
+
+    def detail(self, text: str) -> None:
+        """A line within a step (a finished benchmark trial), indented under it."""
+        self.stream.write(f"{'':20}{text}\n")
+        self.stream.flush()
