@@ -54,6 +54,9 @@ class Engine:
         self.kv_tokens = kv_tokens
         self._reserved = 0     # KV tokens the running requests will need at their full length
         self.log = log
+        self._busy_clock = 0.0
+        self._drift = 1.0
+        self._drift_until = 0.0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
@@ -114,6 +117,7 @@ class Engine:
                 dt = self.perf.prefill_s(sum(r.prompt_tokens for r in admitted))
             else:
                 dt = self.perf.decode_step_s(len(self.running))
+            dt /= self._drift_factor(dt)
             vt += dt
             delay = t0 + vt / self.time_scale - loop.time()
             if delay > 0:
@@ -163,6 +167,14 @@ class Engine:
             if self.log is not None and self.log.tick(generated, len(before)):
                 used = sum(r.prompt_tokens + r.generated for r in before)
                 self.log.decode(len(before), len(self.waiting), used)
+
+    def _drift_factor(self, dt: float) -> float:
+        """Within-run speed wander on the busy clock (idle time does not advance it)."""
+        self._busy_clock += dt
+        if self._busy_clock >= self._drift_until and self.perf.drift_sigma > 0:
+            self._drift = math.exp(self.rng.gauss(0.0, self.perf.drift_sigma))
+            self._drift_until = self._busy_clock + self.perf.drift_period_s
+        return self._drift
 
     def kv_tokens_used(self) -> int:
         return sum(r.prompt_tokens + r.generated for r in self.running)

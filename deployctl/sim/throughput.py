@@ -21,6 +21,8 @@ class PerfModel:
     load_w: float
     power_limit_w: float
     power_factor: float
+    drift_sigma: float = 0.0                # within-run noise: a new factor every drift_period_s simulated
+    drift_period_s: float = 10.0
 
     def aggregate(self, batch: int) -> float:
         """Aggregate decode tokens/s at this batch size (linear between calibration points)."""
@@ -77,4 +79,5 @@ def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: 
     return PerfModel(points=points, prefill_tok_s=float(perf["prefill_tok_s"]),
                      accept_length=float(perf["accept_length"]) if speculative else 1.0,
                      factor=factor, idle_w=idle_w, load_w=float(perf["load_power_w"]),
-                     power_limit_w=power_limit_w, power_factor=power)
+                     power_limit_w=power_limit_w, power_factor=power,
+                     drift_sigma=sigma * w["effects"]["drift_share"], drift_period_s=w["effects"]["drift_period_s"])
