@@ -313,7 +313,9 @@ def _interrupted(state: State, reason: str) -> State:
 
 
 def _plan(state: State, outcome: Outcome) -> State:
-    _expect(outcome, Planned, phase=state.phase)
+    _expect(outcome, Planned, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return _refuse(state, outcome.reasons)
     assert isinstance(outcome, Planned)
     if outcome.unchanged:
         return _finish(state, Result.UNCHANGED, ("the candidate renders to the unit already installed",))

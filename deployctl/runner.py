@@ -297,11 +297,10 @@ class Runner:
         except DeployctlError as exc:
             reason = exc.message + (f" ({exc.hint})" if exc.hint else "")
             log.warning("%s failed: %s", type(action).__name__, reason)
-            if isinstance(action, m.VerifyBaseline):
-                return m.Verified(False, reasons=(reason,))
-            if isinstance(action, m.JudgeCandidate):
-                return m.Judged("INVALID", (reason,))
-            return m.Failed((reason,))
+            return _failure(action, reason)
+        except Exception as exc:  # a bug must not leave the candidate running: fail the step, roll back
+            log.exception("%s hit an unexpected error", type(action).__name__)
+            return _failure(action, f"unexpected error in {type(action).__name__}: {exc!r} (a deployctl bug; please report it)")
 
     # --- one handler per action ---------------------------------------------------------------------
 
@@ -425,6 +424,15 @@ class Runner:
             return await self.a.bench.sweep(url, levels, trials)
         finally:
             self.evidence.add_time("traffic", self.a.clock() - t0)
+
+
+def _failure(action: m.Action, reason: str) -> m.Outcome:
+    """A failed action, as the outcome its phase expects."""
+    if isinstance(action, m.VerifyBaseline):
+        return m.Verified(False, reasons=(reason,))
+    if isinstance(action, m.JudgeCandidate):
+        return m.Judged("INVALID", (reason,))
+    return m.Failed((reason,))
 
 
 def _unusable(result: BenchResult) -> str | None:

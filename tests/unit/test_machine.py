@@ -195,3 +195,8 @@ def test_rollback_to_a_release_skips_evaluation():
 def test_rollback_to_a_release_that_does_not_start_restores_what_was_live():
     state, actions = drive([m.Planned(), OK, m.Failed(("crashed",)), OK, m.Verified(True)], limits=m.Limits(evaluate=False))
     assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"] and state.result is m.Result.REJECTED
+
+
+def test_failed_plan_is_refused():
+    state, _ = drive([m.Failed(("cannot render",))])
+    assert state.result is m.Result.REFUSED and not state.touched

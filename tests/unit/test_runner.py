@@ -169,3 +169,18 @@ async def test_resumed_rollback_needs_no_earlier_evidence(ledger):
     out, prev, _ = await _run(ledger, a, state=resumed)
     assert out.state.phase is m.Phase.DONE and a.units.calls == ["restore", "restart"]
     assert ledger.live_release("qwen").id == prev
+
+
+async def test_an_unexpected_error_rolls_back_instead_of_leaving_the_candidate(ledger):
+    class Broken(FakeBench):
+        async def sweep(self, url, levels, trials):
+            self.calls.append((levels, trials))
+            if len(self.calls) == 2:
+                raise RuntimeError("boom")
+            return bench({1: 120.0})
+
+    a = adapters(bench_=Broken([]))
+    out, prev, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED
+    assert a.units.calls == ["install_trial", "restart", "restore", "restart"]
+    assert any("unexpected error in BenchCandidate: RuntimeError('boom')" in r for r in out.state.reasons)
