@@ -74,8 +74,10 @@ class Site:
     def render(self, profile: str) -> RenderedUnit:
         return render_unit(self.inv, self.deployment, profile, default_python=self.default_python)
 
-    def plan(self, profile: str) -> Plan:
-        """Render ``profile`` and compare it with the known-good unit installed now."""
+    def plan(self, profile: str, *, need_known_good: bool = True) -> Plan:
+        """Render ``profile`` and compare it with the known-good unit installed now.
+
+        ``need_known_good=False`` (``--dry-run``) plans even where nothing is installed yet."""
         rendered = self.render(profile)
         files = self.unit_files()
         trial = files.trial(self.unit)
@@ -85,7 +87,7 @@ class Site:
                 hint=f"`deployctl rollback -d {self.name}` removes it and restarts the known-good unit",
             )
         known = files.known_good(self.unit)
-        if known is None:
+        if known is None and need_known_good:
             raise InputError(
                 f"{self.unit} is not installed: a promote needs a known-good unit to fall back to",
                 hint=f"install the baseline first: `deployctl restart {self.name} --profile baseline`",
@@ -93,14 +95,18 @@ class Site:
         resolved = resolve_profile(self.inv, self.deployment, profile)
         return Plan(
             deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=rendered.text,
-            candidate_hash=unit_sha256(rendered.text), known_good_text=known.text,
-            known_good_hash=unit_sha256(known.text), url=self.url, policy=self.policy, host=self.host,
-            flags=resolved.flags, env=resolved.env, **self._profile_diff(known.profile, profile),
+            candidate_hash=unit_sha256(rendered.text), known_good_text=known.text if known else None,
+            known_good_hash=unit_sha256(known.text) if known else None, url=self.url, policy=self.policy,
+            host=self.host, flags=resolved.flags, env=resolved.env,
+            **self._profile_diff(known.profile if known else None, profile, installed=known is not None),
         )
 
-    def _profile_diff(self, installed_profile: str | None, profile: str) -> dict[str, Any]:
+    def _profile_diff(self, installed_profile: str | None, profile: str, *, installed: bool = True) -> dict[str, Any]:
         from deployctl.profilediff import diff_profiles, format_profile_diff
 
+        if not installed:
+            return {"profile_diff": (f"(nothing installed as {self.unit} yet: a promote needs a known-good unit;"
+                                     f" `deployctl restart {self.name} --profile baseline` installs one)",)}
         if not installed_profile or installed_profile not in self.deployment.profiles:
             return {"profile_diff": (f"(the installed unit's profile {installed_profile or '?'} is not in the inventory)",)}
         diff = diff_profiles(resolve_profile(self.inv, self.deployment, installed_profile),

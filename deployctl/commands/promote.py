@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
     if args.dry_run:
-        plan = site.plan(args.profile)
+        plan = site.plan(args.profile, need_known_good=False)
         if args.json:
             emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
                        "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),

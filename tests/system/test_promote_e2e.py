@@ -133,6 +133,18 @@ def _ledger_phase(cli: Cli) -> tuple[int, str | None, bool] | None:
     return row
 
 
+def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
+    cli, data = world
+    done = cli("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
+                     "fail beyond −10 %", "max_running_requests may drop ≤ 10 %"):
+        assert expected in done.stdout, expected
+    plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
+    assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
+    assert not (cli.box.runtime_unit_dir / data["deployments"]["qwen35-sim"]["unit"]).exists()
+
+
 def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
     cli, data = world
     done = cli("promote", "candidate", "-d", "qwen35-sim")
