@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import socket
 import subprocess
@@ -15,11 +14,7 @@ from typing import Any
 
 import yaml
 
-from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import adopt_installed
 from deployctl.errors import InputError
-from deployctl.inventory import load_inventory
-from deployctl.live_adapters import install_known_good, make_site
 
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
@@ -101,18 +96,11 @@ def demo_inventory(path: Path) -> dict[str, Any]:
 def _inside(inventory: Path) -> int:
     """Inside the sandbox: standard paths (unit dirs, journal, /var/lib/deployctl on a private tmpfs)."""
     os.environ["DEPLOYCTL_INVENTORY"] = str(inventory)
-    inv = load_inventory(inventory)
     codes = []
     for deployment in dict.fromkeys(d for d, _, _ in STEPS):
-        site = make_site(inv, deployment, Path("/var/lib/deployctl"))
-        _say(f"installing the baseline of {deployment} ({site.unit}) and waiting until it serves")
-        out = asyncio.run(install_known_good(site, "baseline"))
-        if not out.ready:
-            _say(f"the baseline did not come up: {out.message}")
+        _say(f"installing the baseline of {deployment} as its known-good unit")
+        if _shell("restart", deployment, "--profile", "baseline") != 0:
             return 1
-        with Ledger.open(site.state_dir) as ledger:
-            adopt_installed(ledger, site)
-        _say(f"{deployment} baseline ready in {out.wait_s:.1f} s at {site.url}")
     for deployment, profile, story in STEPS:
         _say(f"{story}")
         codes.append(_shell("promote", profile, "-d", deployment))
