@@ -55,7 +55,8 @@ def main() -> int:
         env = {"DEPLOYCTL_INVENTORY": str(inventory), "NO_COLOR": "1"}
         with Sandbox.boot() as box:
             for dep in ("glm5-sim", "qwen35-sim"):
-                done = box.run([sys.executable, "-c", _INSTALL, str(inventory), dep], env=env, timeout=120)
+                done = box.run([sys.executable, "-m", "deployctl", "restart", dep, "--profile", "baseline"],
+                               env=env, timeout=120)
                 if done.returncode != 0:
                     print(done.stdout, done.stderr, file=sys.stderr)
                     return 1
@@ -80,21 +81,6 @@ def main() -> int:
             print("    own time per phase, median s: " + ", ".join(
                 f"{k[4:]} {statistics.median(r[4].get(k, 0.0) for r in runs):.2f}" for k in phases))
     return 0
-
-
-_INSTALL = """
-import asyncio, sys
-from pathlib import Path
-from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import adopt_installed
-from deployctl.inventory import load_inventory
-from deployctl.live_adapters import install_known_good, make_site
-site = make_site(load_inventory(sys.argv[1]), sys.argv[2], Path('/var/lib/deployctl'))
-out = asyncio.run(install_known_good(site, 'baseline'))
-assert out.ready, out.message
-with Ledger.open(site.state_dir) as ledger:
-    adopt_installed(ledger, site)
-"""
 
 
 def _promote(box: Sandbox, env: dict[str, str], profile: str, deployment: str) -> tuple[float, float, float, str, dict]:

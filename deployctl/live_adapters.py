@@ -374,16 +374,3 @@ class _NoPreflight:
     async def check(self, plan: Plan) -> PreflightResult:
         return PreflightResult()
 
-
-
-async def install_known_good(site: Site, profile: str, *, timeout_s: float | None = None) -> StartOutcome:
-    """Install ``profile`` as the persistent known-good unit and start it (a first install; the demo)."""
-    rendered = site.render(profile)
-    systemd = await site.endpoint.connect()
-    try:
-        site.unit_files().install(rendered.name, rendered.text, adopt=True)
-        await systemd.reload()
-        units = LiveUnits(systemd, site)
-        return await units.restart_and_wait(rendered.name, timeout_s or site.policy.gates.startup_timeout_s)
-    finally:
-        await systemd.close()

@@ -89,16 +89,9 @@ def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     root = tmp_path_factory.mktemp("promote-e2e")
     data = make_inventory(root / "inventory.yaml")
     cli = Cli(sandbox, root / "inventory.yaml", root / "state")
-    install = (
-        "import asyncio, sys\nfrom pathlib import Path\nfrom deployctl.inventory import load_inventory\n"
-        "from deployctl.live_adapters import make_site, install_known_good\n"
-        f"inv = load_inventory({str(cli.inventory)!r})\n"
-        "for name in sys.argv[1:]:\n"
-        f"    out = asyncio.run(install_known_good(make_site(inv, name, Path({str(cli.state_dir)!r})), 'baseline'))\n"
-        "    assert out.ready, out.message\n"
-    )
-    done = sandbox.run([sys.executable, "-c", install, "glm5-sim", "qwen35-sim"], env=cli.env(), timeout=120)
-    assert done.returncode == 0, done.stderr
+    for name in ("glm5-sim", "qwen35-sim"):
+        done = cli("restart", name, "--profile", "baseline")
+        assert done.returncode == 0, done.stdout + done.stderr
     yield cli, data
     for dep in data["deployments"].values():
         sandbox.run(["systemctl", "stop", dep["unit"]])
