@@ -263,6 +263,15 @@ class LiveBench:
             self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
                       f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}")
 
+    async def healthy(self, url: str, *, within_s: float = 5.0) -> bool:
+        probe = http_health_probe(url + "/health")
+        deadline = asyncio.get_running_loop().time() + within_s
+        while not await probe():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
+
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         from deployctl.bench import merge_results, run_sweep
 

@@ -110,6 +110,7 @@ class Units(Protocol):
 
 
 class Bench(Protocol):
+    async def healthy(self, url: str) -> bool: ...  # GET /health answers 200 (within a few seconds)
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult: ...
     def merge(self, a: BenchResult, b: BenchResult) -> BenchResult: ...
 
@@ -396,6 +397,8 @@ class Runner:
         return m.Succeeded((f"rolled back: {where}; {self.plan.unit_name} ready in {outcome.wait_s:.1f} s",))
 
     async def _do_VerifyBaseline(self, action: m.VerifyBaseline) -> m.Outcome:
+        if not await self.a.bench.healthy(self.plan.url):
+            return m.Verified(False, reasons=(f"{self.plan.url}/health does not answer 200 after the rollback",))
         levels = self.plan.policy.verify_concurrency
         result = await self._traffic(self.plan.url, levels, 1)
         self.evidence.verify = result

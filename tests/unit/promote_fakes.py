@@ -70,10 +70,14 @@ class FakeUnits:
 
 
 class FakeBench:
-    def __init__(self, results: Sequence[BenchResult], delay: float = 0.0):
+    def __init__(self, results: Sequence[BenchResult], delay: float = 0.0, healthy: bool = True):
         self.results = list(results)
         self.calls: list[tuple[Any, Any]] = []
         self.delay = delay
+        self._healthy = healthy
+
+    async def healthy(self, url: str) -> bool:
+        return self._healthy
 
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         self.calls.append((levels, trials))

@@ -184,3 +184,11 @@ async def test_an_unexpected_error_rolls_back_instead_of_leaving_the_candidate(l
     assert out.exit_code == ExitCode.REJECTED
     assert a.units.calls == ["install_trial", "restart", "restore", "restart"]
     assert any("unexpected error in BenchCandidate: RuntimeError('boom')" in r for r in out.state.reasons)
+
+
+async def test_a_restored_baseline_that_fails_its_health_check_is_a_failed_rollback(ledger):
+    a = adapters(judge=FakeJudge([JudgeResult("FAIL", ("C=64: −87 %",))]),
+                 bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 20, 64: 200})], healthy=False))
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.ROLLBACK_FAILED
+    assert any("/health does not answer 200" in r for r in out.state.reasons)
