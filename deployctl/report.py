@@ -177,6 +177,11 @@ def history_lines(releases: Iterable[Release]) -> list[str]:
     return lines or ["no releases recorded yet"]
 
 
+def _fact(value: Any) -> Any:
+    """A startup fact for one line: a structured one (cuda_graph) by its state."""
+    return value.get("state", value) if isinstance(value, dict) else value
+
+
 def live_release_line(release: Release | None, installed_hash: str | None = None) -> str:
     """One line for ``deployctl status``: which release runs, since when, by whom; a hand edit shows."""
     if release is None:
@@ -188,7 +193,7 @@ def live_release_line(release: Release | None, installed_hash: str | None = None
     return line
 
 
-def release_lines(release: Release, benches: Sequence[Any] = ()) -> list[str]:
+def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = ()) -> list[str]:
     r = release
     lines = [
         f"release {r.id}: {r.kind} of {r.profile or '(installed unit)'} on {r.deployment}" + ("  [live]" if r.live else ""),
@@ -204,13 +209,19 @@ def release_lines(release: Release, benches: Sequence[Any] = ()) -> list[str]:
     for role, report in (("baseline", r.baseline_startup), ("candidate", r.startup)):
         if report:
             keys = ("max_running_requests", "max_total_num_tokens", "context_len", "cuda_graph", "sglang_version")
-            facts = ", ".join(f"{k}={report.get(k)}" for k in keys if report.get(k) is not None)
+            facts = ", ".join(f"{k}={_fact(report.get(k))}" for k in keys if report.get(k) is not None)
             lines.append(f"  {role} startup: {facts or '(no facts)'}")
     by_role: dict[str, BenchResult] = {}
     for b in benches:
         by_role[b.role] = BenchResult.from_dict(b.result)
     if "candidate" in by_role:
         lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
+    if events:
+        lines.append("  steps (intent before each side effect, then its outcome):")
+        for e in events:
+            said = (*e.detail.get("reasons", ()), *e.detail.get("notes", ())) if e.kind == "outcome" else ()
+            detail = "; ".join(said) or e.detail.get("reason", "")
+            lines.append(f"    {e.at - r.started_at:+8.1f}s  {e.phase:<9} {e.kind:<7} {e.name}" + (f": {detail}" if detail else ""))
     lines.append("  unit text:")
     lines += [f"    {ln}" for ln in r.unit_text.splitlines()]
     return lines

@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [vars(b) for b in benches]})
     else:
-        emit(release_lines(release, benches))
+        emit(release_lines(release, benches, events))
     return 0

@@ -79,7 +79,10 @@ def test_history_and_show(tmp_path):
         led.finish(rid, result="rejected", verdict="FAIL", reasons=["C=1: −10 %"])
         hist = history_lines(led.history("qwen"))
         assert "rejected" in hist[0] and "alice (sudo)" in hist[0]
-        shown = "\n".join(release_lines(led.get(rid), led.benches(rid)))
+        led.record(rid, "INSTALL", "intent", "InstallTrial")
+        led.record(rid, "INSTALL", "outcome", "Failed", {"reasons": ["read-only file system"]})
+        shown = "\n".join(release_lines(led.get(rid), led.benches(rid), led.events(rid)))
+        assert "INSTALL   intent  InstallTrial" in shown and "outcome Failed: read-only file system" in shown
         assert "C=1: −10 %" in shown and "-10.0 %" in shown and "[Service]" in shown
     assert history_lines([]) == ["no releases recorded yet"]
 
