@@ -166,15 +166,20 @@ def _when(ts: float | None) -> str:
 
 
 def history_lines(releases: Iterable[Release]) -> list[str]:
-    lines = []
-    for r in releases:
-        live = "*" if r.live else " "
-        status = r.result or (f"running ({r.phase})" if r.phase else "running")
-        lines.append(
-            f"{live}{r.id:>4}  {_when(r.started_at)}  {r.deployment:<12} {r.kind:<8} {r.profile or '—':<14}"
-            f" {status:<16} {r.unit_hash[:12]}  {r.who}"
-        )
-    return lines or ["no releases recorded yet"]
+    rows = [
+        ("*" if r.live else " ", str(r.id), _when(r.started_at), r.deployment, r.kind, r.profile or "—",
+         r.result or (f"running ({r.phase})" if r.phase else "running"), r.unit_hash[:12], r.who)
+        for r in releases
+    ]
+    if not rows:
+        return ["no releases recorded yet"]
+    header = ("", "id", "when", "deployment", "kind", "profile", "result", "unit hash", "who")
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), *(line(row) for row in rows)]
 
 
 def _fact(value: Any) -> Any:

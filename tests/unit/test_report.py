@@ -78,7 +78,7 @@ def test_history_and_show(tmp_path):
         led.save_bench(rid, "candidate", bench({1: 90.0}).to_dict(), unit_hash="y", bench_key="k")
         led.finish(rid, result="rejected", verdict="FAIL", reasons=["C=1: −10 %"])
         hist = history_lines(led.history("qwen"))
-        assert "rejected" in hist[0] and "alice (sudo)" in hist[0]
+        assert hist[0].split()[:2] == ["id", "when"] and "rejected" in hist[1] and "alice (sudo)" in hist[1]
         led.record(rid, "INSTALL", "intent", "InstallTrial")
         led.record(rid, "INSTALL", "outcome", "Failed", {"reasons": ["read-only file system"]})
         shown = "\n".join(release_lines(led.get(rid), led.benches(rid), led.events(rid)))
