@@ -128,6 +128,9 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines.append("done:")
         lines += [f"  - {d}" for d in state.done]
     headline = HEADLINE.get(state.result, state.phase.value) if state.result else state.phase.value
+    if state.result is m.Result.ABORTED:
+        untouched = "nothing on the host was changed" in state.reasons
+        headline += ": nothing was changed" if untouched else ": rolled back to the known-good configuration"
     lines.append(f"{headline} · release {out.release_id} · exit {out.exit_code}")
     if state.result is m.Result.ROLLBACK_FAILED:
         lines.append(

@@ -106,3 +106,11 @@ def test_live_release_line(tmp_path):
         line = live_release_line(live_release(led, "qwen"), installed_hash="h")
         assert line.startswith(f"live release {rid}: neutral (promote ") and "alice (sudo)" in line
         assert "edited by hand" in live_release_line(live_release(led, "qwen"), installed_hash="other")
+
+
+def test_aborted_headline_says_whether_it_rolled_back():
+    rolled = _outcome(result=m.Result.ABORTED)
+    assert any(line.startswith("ABORTED: rolled back") for line in outcome_lines(rolled))
+    state = m.State(phase=m.Phase.DONE, result=m.Result.ABORTED, reasons=("x", "nothing on the host was changed"))
+    untouched = PromoteOutcome(1, state, plan(), Evidence(), 1.0)
+    assert any(line.startswith("ABORTED: nothing was changed") for line in outcome_lines(untouched))
