@@ -7,12 +7,7 @@ skip with a reason when not root; under ``CI=true`` a missing precondition is a 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO
+from testpaths import DATA, REPO
 from deployctl.cli import build_parser, main
 from deployctl.inventory import load_inventory
 from deployctl.render import render_unit

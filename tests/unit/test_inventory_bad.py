@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from testpaths import DATA
 from deployctl.cli import main
 from deployctl.inventory import InventoryInvalid, load_inventory
 

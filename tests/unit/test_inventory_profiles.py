@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO
+from testpaths import REPO
 from deployctl.errors import InputError
 from deployctl.inventory import (
     InventoryInvalid,

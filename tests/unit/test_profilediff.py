@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import REPO
+from testpaths import REPO
 from deployctl.inventory import ResolvedProfile, load_inventory, resolve_profile
 from deployctl.profilediff import ProfileDiff, diff_profiles, format_profile_diff
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DATA, REPO
+from testpaths import DATA, REPO
 from deployctl.inventory import Inventory, load_inventory, parse_inventory, resolve_profile
 from deployctl.render import exec_argv, read_stamp, render_unit, unit_content_hash, unit_environment
 
