@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from scipy import stats as _scipy_stats
+# scipy.special, not scipy.stats: the same t quantile (stdtrit is what t.ppf calls) at under half the
+# import time, which every deployctl command that judges pays.
+from scipy.special import stdtrit
 
 
 @dataclass(frozen=True)
@@ -92,4 +94,4 @@ def _per_look_tail(confidence: float, looks: int) -> float:
 @lru_cache(maxsize=256)
 def _t_quantile(q: float, df: int) -> float:
     # Cached: the calibration calls the judge hundreds of thousands of times with a few (q, df) pairs.
-    return float(_scipy_stats.t.ppf(q, df))
+    return float(stdtrit(df, q))

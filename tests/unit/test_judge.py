@@ -220,6 +220,14 @@ def test_the_interval_is_scipys_pooled_t_interval_on_logs(base, cand):
     assert iv.df == len(base) + len(cand) - 2
 
 
+@pytest.mark.parametrize("q", [0.975, 0.9875, 0.99375, 0.995])
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 6, 8, 30])
+def test_the_t_quantile_equals_scipy_stats_t_ppf(q, df):
+    from deployctl.stats import _t_quantile
+
+    assert _t_quantile(q, df) == pytest.approx(float(scipy_stats.t.ppf(q, df)), rel=1e-12)
+
+
 def test_more_looks_widen_the_interval_and_say_so():
     one = log_ratio_interval(BASE, [960.0, 1000.0], 0.95)
     four = log_ratio_interval(BASE, [960.0, 1000.0], 0.95, looks=4)
