@@ -57,6 +57,9 @@ class JudgePolicy(_Strict):
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     min_trials: int = Field(default=2, ge=1)
     max_trials: int = Field(default=5, ge=1)
+    # The baseline cannot be measured again once the candidate runs, so every look's precision rests on
+    # its count; the judge's calibration (docs/judge.md) assumes max_trials. None → max_trials.
+    baseline_trials: int | None = Field(default=None, ge=1, description="trials per level of the baseline")
     levels: dict[int, LevelRule] = Field(default_factory=dict, description="per-concurrency overrides")
     ttft_p99_limit_pct: float | None = Field(default=None, gt=0)
     itl_p99_limit_pct: float | None = Field(default=None, gt=0)
@@ -67,6 +70,10 @@ class JudgePolicy(_Strict):
         if self.max_trials < self.min_trials:
             raise ValueError(f"max_trials ({self.max_trials}) is below min_trials ({self.min_trials})")
         return self
+
+    @property
+    def baseline_trial_count(self) -> int:
+        return self.baseline_trials if self.baseline_trials is not None else self.max_trials
 
     def rule_for(self, concurrency: int) -> LevelRule:
         rule = self.levels.get(concurrency, LevelRule())

@@ -79,7 +79,7 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     p = plan.policy
     lines.append(
         f"  benchmark: C={','.join(map(str, p.bench.concurrency))}, {p.bench.input_tokens} in / {p.bench.output_tokens} out,"
-        f" {p.judge.min_trials}–{p.judge.max_trials} trials"
+        f" baseline {p.judge.baseline_trial_count} trials, candidate {p.judge.min_trials}–{p.judge.max_trials}"
     )
     lines.append(
         f"  judge: {p.judge.metric}, fail beyond −{p.judge.limit_pct:g} % at {p.judge.confidence:.0%} confidence;"

@@ -331,7 +331,7 @@ class Runner:
             self.evidence.baseline = BenchResult.from_dict(fresh.result)
             self.evidence.baseline_reused_from = fresh.release_id
             return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
-        result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
+        result = await self._traffic(self.plan.url, None, self.plan.policy.judge.baseline_trial_count)
         problem = _unusable(result)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))

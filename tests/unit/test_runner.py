@@ -101,6 +101,16 @@ async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledge
     assert b.calls[2] == ([64], {64: 2})
 
 
+@pytest.mark.parametrize("judge_update,baseline_trials", [({"max_trials": 4}, 4), ({"max_trials": 4, "baseline_trials": 2}, 2)])
+async def test_the_baseline_is_measured_with_baseline_trials_defaulting_to_max_trials(ledger, judge_update, baseline_trials):
+    # The judge's calibration assumes max_trials baseline trials: with min_trials a −10 % change slips through.
+    p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update=judge_update)}))
+    a = adapters()
+    await _run(ledger, a, p=p)
+    assert a.bench.calls[0] == (None, baseline_trials)
+    assert a.bench.calls[1] == (None, p.policy.judge.min_trials)
+
+
 async def test_preflight_errors_refuse_before_touching_anything(ledger):
     a = adapters(preflight=FakePreflight(["--enable-flashinfer-allreduce-fusion is a no-op on sm120"]))
     out, _, _ = await _run(ledger, a)
