@@ -77,6 +77,10 @@ class TrialResult:
     invalid_reason: str | None = None  # set when this trial must not be judged
     samples: tuple[RequestSample, ...] = ()
     telemetry: LevelTelemetry | None = None
+    # Facts worth a line that do not make the trial invalid, e.g. C above the server's capacity.
+    notes: tuple[str, ...] = ()
+    # The load client's self-check: its CPU share and loop lag, peak streaming requests, token source, …
+    client: dict[str, Any] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -116,6 +120,8 @@ def _build(cls: type, data: Any) -> Any:
     """Rebuild nested frozen dataclasses from ``asdict`` output (lists back to tuples)."""
     if data is None:
         return None
+    if cls is TrialResult:
+        data = _lift_client(data)
     kwargs = {}
     for f in fields(cls):
         if f.name not in data:
@@ -123,7 +129,7 @@ def _build(cls: type, data: Any) -> Any:
         value = data[f.name]
         kind = _NESTED.get((cls.__name__, f.name))
         if kind is None:
-            kwargs[f.name] = tuple(value) if isinstance(value, list) and f.name == "itl_s" else value
+            kwargs[f.name] = tuple(value) if isinstance(value, list) and f.name in _TUPLES else value
         elif isinstance(value, list):
             kwargs[f.name] = tuple(_build(kind, v) for v in value)
         else:
@@ -131,6 +137,19 @@ def _build(cls: type, data: Any) -> Any:
     return cls(**kwargs)
 
 
+def _lift_client(data: dict[str, Any]) -> dict[str, Any]:
+    """Results written before ``TrialResult.client`` kept the client self-check in telemetry.details["client"]
+    (with a placeholder telemetry of source "client" when there was no other)."""
+    telemetry = data.get("telemetry")
+    if "client" in data or not isinstance(telemetry, dict) or "client" not in telemetry.get("details", {}):
+        return data
+    details = dict(telemetry["details"])
+    client = details.pop("client")
+    lifted = None if telemetry.get("source") == "client" else {**telemetry, "details": details}
+    return {**data, "client": client, "telemetry": lifted}
+
+
+_TUPLES = {"itl_s", "notes"}
 _NESTED: dict[tuple[str, str], type] = {
     ("BenchResult", "levels"): LevelResult,
     ("LevelResult", "trials"): TrialResult,

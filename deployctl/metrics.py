@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import chain
 from typing import Iterable, Sequence
 
@@ -230,7 +230,9 @@ def summarize_trial(records: Sequence[RequestRecord], ctx: TrialContext) -> Tria
         invalid_reason=invalid_reason(ctx, total=len(samples), failed=len(samples) - len(ok),
                                       failures=failures, peak_streaming=streaming),
         samples=samples,
-        telemetry=_with_client_details(ctx.telemetry, details),
+        telemetry=ctx.telemetry,
+        notes=trial_notes(ctx),
+        client=details,
     )
 
 
@@ -250,17 +252,16 @@ def invalid_reason(
             f"failures: {failed} of {total} requests failed ({100 * failed / total:.1f}% > "
             f"{100 * ctx.max_failure_rate:.1f}% allowed): {kinds}"
         )
+    # The client's job is to keep C requests streaming, or as many as the server runs at once when that is
+    # fewer (the rest queue on the server, which is part of what C measures: see ``trial_notes``).
+    target = c if ctx.server_capacity is None else min(c, ctx.server_capacity)
     if ctx.planned_requests < c and not ctx.interrupted:
         reasons.append(f"concurrency {c} never reached: the level sends only {ctx.planned_requests} requests")
-    elif ctx.server_capacity is not None and ctx.server_capacity < c:
-        reasons.append(
-            f"concurrency {c} never reached on the server: it runs at most {ctx.server_capacity} "
-            "requests at once (effective max_running_requests)"
-        )
-    elif not ctx.open_loop and not ctx.interrupted and total and peak_streaming < c:
+    elif not ctx.open_loop and not ctx.interrupted and total and peak_streaming < target:
+        goal = "" if target == c else f" (the server runs at most {target} at once, so {target} were due)"
         reasons.append(
             f"concurrency {c} never reached on the server: at most {peak_streaming} requests were "
-            "streaming at once"
+            f"streaming at once{goal}"
         )
     if ctx.retractions:
         reasons.append(f"server retracted requests: {ctx.retractions} '{RETRACT_MARKER}' log lines")
@@ -272,13 +273,15 @@ def invalid_reason(
     return "; ".join(reasons) or None
 
 
+def trial_notes(ctx: TrialContext) -> tuple[str, ...]:
+    """What an operator should know about a valid trial: C above the server's request capacity."""
+    cap, c = ctx.server_capacity, ctx.concurrency
+    if cap is None or cap >= c:
+        return ()
+    return (f"above the server's capacity: it runs at most {cap} requests at once (effective "
+            f"max_running_requests), so {c - cap} of the {c} wait in its queue (their wait counts in TTFT)",)
+
+
 def _token_source(ok: Sequence[RequestSample]) -> str | None:
     sources = {s.token_count_source for s in ok}
     return sources.pop() if len(sources) == 1 else ("mixed" if sources else None)
-
-
-def _with_client_details(telemetry: LevelTelemetry | None, details: dict) -> LevelTelemetry:
-    # TrialResult has no field for the client's self-check, so it travels in telemetry.details["client"].
-    if telemetry is None:
-        return LevelTelemetry(source="client", details={"client": details})
-    return replace(telemetry, details={**telemetry.details, "client": details})

@@ -162,7 +162,7 @@ def _print_extras(result: BenchResult, out: TextIO) -> None:
     for level in result.levels:
         for t in level.trials:
             line = render_telemetry(t.telemetry)
-            client = (t.telemetry.details.get("client") if t.telemetry else None) or {}
+            client = t.client
             cpu, lag = client.get("client_cpu_pct"), client.get("loop_lag_p99_s")
             self_check = (f"client CPU {cpu:.0f} %, loop lag p99 {1000 * lag:.1f} ms"
                           if cpu is not None and lag is not None else "")

@@ -280,7 +280,7 @@ async def test_sweep_measures_each_level_with_unique_prompts_and_usage_tokens(se
     assert c4.valid, c4.invalid_reason
     assert (c4.requests_ok, c4.output_tokens, c4.input_tokens) == (8, 160, 128)
     assert all(s.token_count_source == "usage" and s.output_tokens == 20 and len(s.itl_s) == 9 for s in c4.samples)
-    assert c4.telemetry.details["client"]["peak_streaming"] == 4
+    assert c4.client["peak_streaming"] == 4
     prompts = [b["prompt"] for b in fake.bodies]
     assert len(prompts) == 1 + 4 + 8 and len({p[0] for p in prompts}) == len(prompts)
     assert all(b["ignore_eos"] and b["max_tokens"] == 20 for b in fake.bodies)
@@ -292,16 +292,18 @@ async def test_without_usage_tokens_are_counted_from_chunks_and_flagged(serve) -
     url = await serve(FakeSglang(send_usage=False, tokens_per_chunk=2))
     trial = (await run_sweep(url, small_policy(concurrency=[2]))).levels[0].trials[0]
     assert trial.output_tokens == 4 * 10  # 10 chunks each, not 20 tokens: the source says so
-    assert trial.telemetry.details["client"]["token_count_source"] == "chunks"
-    assert trial.telemetry.details["client"]["short_outputs"] == 4
+    assert trial.client["token_count_source"] == "chunks"
+    assert trial.client["short_outputs"] == 4
 
 
-async def test_capacity_below_concurrency_makes_the_level_invalid(serve) -> None:
+async def test_capacity_below_concurrency_keeps_the_level_valid_with_a_note(serve) -> None:
     url = await serve(FakeSglang(capacity=2))
     result = await run_sweep(url, small_policy(concurrency=[2, 4]))
-    assert result.level(2).trials[0].valid
-    reason = result.level(4).trials[0].invalid_reason
-    assert "concurrency 4 never reached on the server: it runs at most 2 requests" in reason
+    assert result.level(2).trials[0].valid and result.level(2).trials[0].notes == ()
+    c4 = result.level(4).trials[0]
+    assert c4.valid, c4.invalid_reason
+    assert "it runs at most 2 requests at once" in c4.notes[0]
+    assert "[1] C=4: above the server's capacity" in render_table(result)
 
 
 async def test_failures_are_data_and_invalidate_beyond_the_limit(serve) -> None:
@@ -328,7 +330,7 @@ async def test_trials_server_log_and_telemetry_hooks(serve) -> None:
     assert [t.valid for t in trials] == [True, False, True]
     assert "server retracted requests" in trials[1].invalid_reason
     assert all(a < b for a, b in windows)
-    assert trials[0].telemetry.gpu_power_w == 250.0 and "client" in trials[0].telemetry.details
+    assert trials[0].telemetry.gpu_power_w == 250.0 and trials[0].client["retractions"] == 0
 
 
 async def test_stop_keeps_what_was_measured_and_marks_it_interrupted(serve) -> None:

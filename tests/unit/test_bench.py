@@ -9,12 +9,14 @@ from deployctl.benchresult import BenchResult, LevelResult, Percentiles, TrialRe
 from deployctl.errors import InputError
 
 
-def trial(c: int, n: int = 0, *, tok_s: float = 100.0, invalid: str | None = None, failed: int = 0) -> TrialResult:
+def trial(c: int, n: int = 0, *, tok_s: float = 100.0, invalid: str | None = None, failed: int = 0,
+          notes: tuple[str, ...] = ()) -> TrialResult:
     return TrialResult(
         concurrency=c, trial=n, started_at=0.0, wall_s=10.0, requests_ok=2 * c, requests_failed=failed,
         output_tokens=int(tok_s * 10), input_tokens=1000, output_tok_s=tok_s, input_tok_s=100.0,
         per_request_tok_s=Percentiles(mean=tok_s / c), ttft_s=Percentiles(p50=0.0105, p99=0.2),
         itl_s=Percentiles(p50=0.008, p99=0.012), tpot_s=Percentiles(), e2e_s=Percentiles(), invalid_reason=invalid,
+        notes=notes,
     )
 
 
@@ -58,3 +60,30 @@ def test_table_has_the_operators_columns_and_notes_invalid_trials() -> None:
         "1", "121.9", "121.9", "1219", "10.0", "2", "10.5 / 200.0", "8.0 / 12.0"]
     assert lines[3].split("|")[1].strip() == "64 [1]" and "128 (3 failed)" in lines[3]
     assert lines[4] == "[1] C=64 trial 0: invalid: failures: 3 of 131"
+
+
+def test_table_numbers_a_levels_note_once_for_all_its_trials() -> None:
+    note = "above the server's capacity: it runs at most 48 requests at once"
+    result = sweep(LevelResult(64, (trial(64, notes=(note,)), trial(64, 1, notes=(note,), invalid="x"))))
+    lines = render_table(result).splitlines()
+    assert lines[2].split("|")[1].strip() == "64 [1]"
+    assert lines[3].split("|")[1].strip() == "64 [2][1]"
+    assert lines[4:] == ["[1] C=64: " + note, "[2] C=64 trial 1: invalid: x"]
+
+
+def test_results_written_before_trial_notes_and_client_still_load() -> None:
+    import json
+    from dataclasses import asdict
+
+    client = {"client_cpu_pct": 12.0, "peak_streaming": 4}
+    old = asdict(sweep(LevelResult(4, (trial(4),))))
+    t = old["levels"][0]["trials"][0]
+    del t["notes"], t["client"]
+    t["telemetry"] = {"source": "client", "details": {"client": client}}
+    loaded = BenchResult.from_dict(json.loads(json.dumps(old))).levels[0].trials[0]
+    assert loaded.client == client and loaded.telemetry is None and loaded.notes == ()
+    t["telemetry"] = {"source": "nvml", "gpu_power_w": 250.0, "details": {"samples": 3, "client": client}}
+    loaded = BenchResult.from_dict(json.loads(json.dumps(old))).levels[0].trials[0]
+    assert loaded.client == client and loaded.telemetry.details == {"samples": 3}
+    fresh = sweep(LevelResult(4, (trial(4, notes=("n",)),)))
+    assert BenchResult.from_dict(json.loads(json.dumps(fresh.to_dict()))) == fresh

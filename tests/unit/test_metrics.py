@@ -119,8 +119,8 @@ def test_summary_follows_the_published_definitions() -> None:
     assert t.tpot_s.mean == pytest.approx((0.0101 + 0.0201) / 2)
     assert t.ttft_s.p50 == pytest.approx(0.15)
     assert t.itl_s.p50 == pytest.approx(0.015)
-    client = t.telemetry.details["client"]
-    assert client["token_count_source"] == "usage" and client["peak_streaming"] == 2
+    assert t.client["token_count_source"] == "usage" and t.client["peak_streaming"] == 2
+    assert t.telemetry is None and t.notes == ()
 
 
 def test_failures_over_the_limit_make_the_trial_invalid_and_are_counted_by_class() -> None:
@@ -136,11 +136,24 @@ def test_concurrency_never_reached_is_invalid_and_says_why() -> None:
     reason = summarize_trial(sequential, ctx()).invalid_reason
     assert "at most 1 requests were streaming at once" in reason
     overlapping = [record(0.0, [0.1, 0.4], tokens=2), record(0.0, [0.2, 0.5], tokens=2)]
-    reason = summarize_trial(overlapping, ctx(server_capacity=1)).invalid_reason
-    assert "runs at most 1 requests at once (effective max_running_requests)" in reason
     assert "only 1 requests" in summarize_trial(overlapping, ctx(planned_requests=1)).invalid_reason
     # open loop: the cap is a ceiling, not a target
     assert summarize_trial(sequential, ctx(open_loop=True)).valid
+
+
+def test_concurrency_above_the_servers_capacity_is_valid_with_a_note_when_the_client_kept_up() -> None:
+    # C=3 on a server that runs 2 at once: the client must keep 2 streaming, the third queues on the server.
+    two_at_once = [record(0.0, [0.1, 0.4], tokens=2), record(0.0, [0.2, 0.5], tokens=2),
+                   record(0.0, [0.6, 0.9], tokens=2)]
+    t = summarize_trial(two_at_once, ctx(concurrency=3, planned_requests=3, server_capacity=2))
+    assert t.valid, t.invalid_reason
+    assert t.notes == ("above the server's capacity: it runs at most 2 requests at once (effective "
+                       "max_running_requests), so 1 of the 3 wait in its queue (their wait counts in TTFT)",)
+    # ... but a client that kept only one streaming is still caught
+    one_at_once = [record(0.0, [0.1, 0.2], tokens=2), record(0.3, [0.4, 0.5], tokens=2), record(0.6, [0.7, 0.8], tokens=2)]
+    reason = summarize_trial(one_at_once, ctx(concurrency=3, planned_requests=3, server_capacity=2)).invalid_reason
+    assert "at most 1 requests were streaming at once (the server runs at most 2 at once, so 2 were due)" in reason
+    assert summarize_trial(two_at_once, ctx(concurrency=2, server_capacity=48)).notes == ()
 
 
 def test_retractions_and_a_busy_client_invalidate() -> None:
