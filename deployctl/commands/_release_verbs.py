@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from deployctl import machine as m
-from deployctl.adapters.ledger import LEDGER_FILE, Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger, Release, live_release, resolve_state_dir, who_from_env
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
@@ -23,6 +23,7 @@ from deployctl.errors import Busy
 from deployctl.live_adapters import Site, live_adapters, make_site
 from deployctl.policy import Policy
 from deployctl.recovery import recover, recovery_plan
+from deployctl.report import live_release_line
 from deployctl.runner import Adapters, Progress
 
 
@@ -126,3 +127,17 @@ def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list
 async def _recover_with_adapters(ledger: Ledger, site: Site, verb: str, progress: Progress | None) -> list[str]:
     async with live_adapters(site, None, progress) as adapters:
         return await recover_first(ledger, site, adapters, verb)
+
+
+def read_live_release(site: Site) -> tuple[Release | None, str]:
+    """The live release and its line for ``status``, without creating a ledger where none is.
+
+    A caller who cannot write the state directory cannot read the WAL ledger either: the line says so."""
+    if not (site.state_dir / LEDGER_FILE).exists():
+        return None, live_release_line(None)
+    if not os.access(site.state_dir, os.W_OK):
+        return None, f"live release: unknown (reading the ledger in {site.state_dir} needs root)"
+    known = site.unit_files().known_good(site.unit)
+    with Ledger.open(site.state_dir) as ledger:
+        release = live_release(ledger, site.name)
+    return release, live_release_line(release, unit_sha256(known.text) if known else None)

@@ -1,4 +1,5 @@
-"""deployctl status: what runs now — state, PID, uptime, installed profile and hash, last log lines."""
+"""deployctl status: what runs now — state, PID, uptime, installed profile and hash, live release, last log
+lines — after recovering a promote whose controller died."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ from dataclasses import dataclass
 from deployctl.adapters.systemd import UnitState
 from deployctl.adapters.unitfiles import UnitFile
 from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
-from deployctl.commands._release_verbs import state_dir
+from deployctl.commands._release_verbs import add_state_dir_argument, read_live_release, recover_now, state_dir
 from deployctl.live_adapters import Site, make_site
 from deployctl.render import read_stamp
+from deployctl.report import TerminalProgress
 
 NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"
 DESCRIPTION = """\
-Read-only (works for non-root operators): the unit's state over D-Bus, the installed unit file's
-X-Deployctl-* stamp (profile, hash, whether it was edited by hand since deployctl wrote it), a trial
-left by an unfinished promote, and the last lines of the current invocation's log.
+The unit's state over D-Bus, the installed unit file's X-Deployctl-* stamp (profile, hash, whether it
+was edited by hand since deployctl wrote it), the live release in the ledger, a trial left by an
+unfinished promote, and the last lines of the current invocation's log.
+
+First, when a promote's controller died (killed, host crash) and left its work unfinished, status
+finishes it as recovery does: rolls back to the known-good unit (or finishes a keep) and says so. That
+needs root; other operators get a read-only view in which the leftover trial shows.
 
 examples:
   deployctl status glm5
@@ -34,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="log lines to show (default 10)")
     parser.add_argument("--json", action="store_true", help="print as JSON")
     add_inventory_argument(parser)
+    add_state_dir_argument(parser)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,9 @@ class Status:
     trial: UnitFile | None
     log: tuple[str, ...]
     now: float  # wall clock, for the uptime
+    live_release: str = ""  # report.live_release_line
+    live_release_id: int | None = None
+    recovered: tuple[str, ...] = ()  # what recovery did first, one line each
 
     @property
     def uptime_s(self) -> float | None:
@@ -72,6 +82,9 @@ class Status:
             "managed": bool(self.unit_file and self.unit_file.managed),
             "trial": str(self.trial.path) if self.trial else None,
             "trial_profile": self.trial.profile if self.trial else None,
+            "live_release": self.live_release_id,
+            "live_release_line": self.live_release,
+            "recovered": list(self.recovered),
             "last_lines": list(self.log),
         }
 
@@ -94,7 +107,8 @@ def status_lines(status: Status) -> list[str]:
         state += f", up {_duration(status.uptime_s)}"
     elif d["result"] not in ("", "success"):
         state += f" (result {d['result']}, main process {status.state.exit_description})"
-    out = [f"{d['unit']} ({d['deployment']})", f"  state:     {state}"]
+    out = [f"recovered: {line}" for line in status.recovered]
+    out += [f"{d['unit']} ({d['deployment']})", f"  state:     {state}"]
     if d["main_pid"]:
         out.append(f"  main PID:  {d['main_pid']}")
     if d["n_restarts"]:
@@ -108,6 +122,8 @@ def status_lines(status: Status) -> list[str]:
             out.append(f"  profile:   {d['profile']}  hash {str(d['unit_hash'])[:12]}{intact}")
         else:
             out.append("  profile:   (not written by deployctl)")
+    if status.live_release:
+        out.append(f"  {status.live_release}")
     if status.trial is not None:
         out.append(f"  trial:     {d['trial']} ({d['trial_profile'] or '?'}) — a promote is unfinished")
     if d["need_daemon_reload"]:
@@ -118,7 +134,7 @@ def status_lines(status: Status) -> list[str]:
     return out
 
 
-async def collect(site: Site, lines: int) -> Status:
+async def collect(site: Site, lines: int, recovered: tuple[str, ...] = ()) -> Status:
     files = site.unit_files()
     systemd = await site.endpoint.connect()
     try:
@@ -129,13 +145,17 @@ async def collect(site: Site, lines: int) -> Status:
     if state.invocation_id and lines > 0:
         entries = await site.endpoint.journal().read(state.invocation_id, last=lines)
         log = tuple(line.display for line in entries if line.display)
+    release, line = read_live_release(site)
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
-                  trial=files.trial(site.unit), log=log, now=time.time())
+                  trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
+                  live_release_id=release.id if release else None, recovered=recovered)
 
 
 def run(args: argparse.Namespace) -> int:
     site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
-    status = asyncio.run(collect(site, args.lines))
+    # Steps of a recovery go to stderr as they happen (a rollback takes a while); its summary is in the status.
+    recovered = tuple(recover_now(site, NAME, None if args.json else TerminalProgress()))
+    status = asyncio.run(collect(site, args.lines, recovered))
     if args.json:
         print(json.dumps(status.to_dict(), indent=2))
     else:

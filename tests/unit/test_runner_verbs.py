@@ -71,3 +71,18 @@ def test_recover_now_does_nothing_where_deployctl_never_ran(site):
 
     assert recover_now(site, "status") == []
     assert not site.state_dir.exists()
+
+
+def test_status_reads_the_live_release_without_creating_a_ledger(site):
+    from deployctl.commands._release_verbs import read_live_release
+
+    assert read_live_release(site) == (None, "live release: none recorded (deployctl has not promoted this deployment yet)")
+    assert not site.state_dir.exists()
+    baseline = site.render("baseline")
+    site.unit_files().install(baseline.name, baseline.text, adopt=True)
+    with Ledger.open(site.state_dir) as ledger:
+        rid = adopt_installed(ledger, site)
+    release, line = read_live_release(site)
+    assert release.id == rid and line.startswith(f"live release {rid}: baseline (adopted ") and "differs" not in line
+    site.unit_files().install(baseline.name, baseline.text + "# edited\n", adopt=True)
+    assert read_live_release(site)[1].endswith("the installed unit differs from it (edited by hand?)")
