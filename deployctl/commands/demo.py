@@ -85,9 +85,6 @@ def demo_inventory(path: Path) -> dict[str, Any]:
     for dep in data["deployments"].values():
         dep["port"] = _free_port()
         dep["profiles"]["baseline"].setdefault("env", {}).update(DEMO_SIM)
-    # The simulator's forced fusion also shrinks the KV cache by ~29 %; this deployment is judged on
-    # throughput (the incident's symptom), so its KV gate is relaxed and the benchmark decides.
-    data["deployments"]["glm5-sim"]["policy"] = {"gates": {"max_total_num_tokens_drop_pct": 50}}
     data["policy"] = DEMO_POLICY
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return data

@@ -268,7 +268,11 @@ def _memory(args: dict[str, Any], model: dict[str, Any], total: float, tp: int, 
     weights = model["weights_gib"] / tp
     draft = model["draft_weights_gib"] / tp if speculative else 0.0
     budget = total * float(args["mem_fraction_static"])
-    workspace = sum(gib for flag, gib in w["memory"]["flag_workspace_gib"].items() if args.get(flag))
+    charges = dict(w["memory"]["flag_workspace_gib"])
+    if model.get("hybrid_mamba"):
+        for flag, gib in w["memory"]["hybrid_mamba_flag_reserve_gib"].items():
+            charges[flag] = charges.get(flag, 0.0) + gib
+    workspace = sum(gib for flag, gib in charges.items() if args.get(flag))
     pool = budget - init - weights - draft - workspace
     kv_per_token = model["kv_gib_per_token"] if model["mla"] else model["kv_gib_per_token"] / tp
     if kv_dtype.startswith("fp8") and not model["mla"]:

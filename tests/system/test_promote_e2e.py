@@ -51,8 +51,6 @@ def make_inventory(path: Path) -> dict[str, Any]:
         dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
     glm5 = data["deployments"]["glm5-sim"]
     glm5["profiles"]["hangs"]["env"] = {"SGLANG_SIM_FAULT": "hang:load"}
-    # The forced fusion also costs KV capacity in the simulator; this deployment judges it by throughput.
-    glm5["policy"] = {"gates": {"max_total_num_tokens_drop_pct": 50}}
     data["policy"] = POLICY
     path.write_text(yaml.safe_dump(data))
     return data

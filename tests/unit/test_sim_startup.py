@@ -175,6 +175,22 @@ def test_fault_endings(fault: str, text: str, code: int) -> None:
     assert exit_code == code and text in log and READY not in log
 
 
+def test_forced_fusion_on_glm5_costs_only_its_small_workspace() -> None:
+    # incident B: the patched gate initialised FlashInfer's workspace on all 8 ranks and the server
+    # served; the workspace is a few hundred MB, so the KV pool barely moves (the startup gate passes)
+    expect = _expect("03")
+    argv = shlex.split(expect["command"])
+    argv = argv[argv.index("sglang.launch_server") + 1:]
+    host = host_from_env({"SGLANG_SIM_GPU_COUNT": "8"})
+    plain = resolve("0.5.9", cli.parse("0.5.9", argv), host, expect["env"])
+    forced = resolve("0.5.9", cli.parse("0.5.9", argv + ["--enable-flashinfer-allreduce-fusion"]), host,
+                     {**expect["env"], "SGLANG_SIM_FORCE_AR_FUSION": "1"})
+    assert forced.failure is None and forced.memory is not None and plain.memory is not None
+    drop = 1 - forced.memory.kv_tokens / plain.memory.kv_tokens
+    assert 0 < drop < 0.03
+    assert forced.effective_mrr == plain.effective_mrr
+
+
 def test_tuned_moe_configs_exist_off_sm120_and_fusion_workspace_only_costs_memory() -> None:
     expect = _expect("01")
     argv = shlex.split(expect["command"])
