@@ -41,7 +41,8 @@ from deployctl.policy import BenchPolicy
 
 _LAG_PROBE_S = 0.05
 
-ServerLog = Callable[[float, float], Iterable[str] | Awaitable[Iterable[str]]]
+# None: the log could not be read (retractions then unknown, not zero).
+ServerLog = Callable[[float, float], Iterable[str] | None | Awaitable[Iterable[str] | None]]
 TelemetryWindow = Callable[[float, float], LevelTelemetry | None]
 
 
@@ -289,7 +290,7 @@ async def _retractions(server_log: ServerLog | None, start: float, end: float) -
     lines = server_log(start, end)
     if inspect.isawaitable(lines):
         lines = await lines
-    return count_retractions(lines)
+    return None if lines is None else count_retractions(lines)
 
 
 def server_facts(server_info: dict[str, Any], model_info: dict[str, Any], model_ids: Sequence[str]) -> dict[str, Any]:
@@ -332,7 +333,8 @@ def merge_results(a: BenchResult, b: BenchResult) -> BenchResult:
         have = merged.setdefault(lv.concurrency, [])
         for t in lv.trials:
             have.append(replace(t, trial=len(have)))
-    return replace(a, levels=tuple(LevelResult(c, tuple(ts)) for c, ts in merged.items()))
+    return replace(a, levels=tuple(LevelResult(c, tuple(ts)) for c, ts in merged.items()),
+                   telemetry_samples=a.telemetry_samples + b.telemetry_samples)
 
 
 def render_table(result: BenchResult) -> str:

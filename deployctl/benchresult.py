@@ -104,6 +104,9 @@ class BenchResult:
     server_info: dict[str, Any] = field(default_factory=dict)  # version, effective mrr, … when known
     client: str = ""  # load transport and version, for the record
     schema_version: int = SCHEMA_VERSION
+    # Raw GPU/process telemetry samples taken during the sweep (deployctl.telemetry.samples_to_dicts),
+    # when the caller sampled: kept for the ledger, summarized per trial in TrialResult.telemetry.
+    telemetry_samples: tuple[dict[str, Any], ...] = ()
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -149,7 +152,7 @@ def _lift_client(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "client": client, "telemetry": lifted}
 
 
-_TUPLES = {"itl_s", "notes"}
+_TUPLES = {"itl_s", "notes", "telemetry_samples"}
 _NESTED: dict[tuple[str, str], type] = {
     ("BenchResult", "levels"): LevelResult,
     ("LevelResult", "trials"): TrialResult,

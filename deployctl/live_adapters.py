@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles, unit_sha256
 from deployctl.benchresult import BenchResult
-from deployctl.errors import InputError, SystemdError
+from deployctl.errors import DeployctlError, InputError, SystemdError
 from deployctl.inventory import Deployment, Inventory, deployment_policy, resolve_profile
 from deployctl.policy import Policy
 from deployctl.render import RenderedUnit, render_unit
@@ -40,6 +41,8 @@ from deployctl.runner import (
     StartOutcome,
 )
 from deployctl.startup import StartupReport, parse_lines
+
+log = logging.getLogger("deployctl")
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,12 @@ class Site:
         return self.deployment.unit
 
     @property
+    def simulated(self) -> bool:
+        return bool(self.inv.host_of(self.deployment).simulated)
+
+    @property
     def url(self) -> str:
-        address = "127.0.0.1" if self.inv.host_of(self.deployment).simulated else self.inv.host_of(self.deployment).address
+        address = "127.0.0.1" if self.simulated else self.inv.host_of(self.deployment).address
         return f"http://{address}:{self.deployment.port}"
 
     @property
@@ -251,17 +258,36 @@ class LiveStartup:
 
 
 class LiveBench:
-    def __init__(self, policy: Policy, note: Callable[[str], None] | None = None) -> None:
-        self.policy = policy
+    """Sweeps with the server's GPU/process telemetry attached to each trial and its journal read for
+    retractions; the raw telemetry samples travel with the result (``BenchResult.telemetry_samples``)
+    into the ledger."""
+
+    def __init__(self, site: Site, systemd: Systemd | None = None, note: Callable[[str], None] | None = None) -> None:
+        self.site = site
+        self.policy = site.policy
+        self.systemd = systemd
+        self.journal: Journal = site.endpoint.journal()
         self.note = note
+        self._said_unavailable = False
 
     def _progress(self, p: Any) -> None:
         """One line per finished trial, so a long sweep shows it is moving."""
+        from deployctl.telemetry import render_telemetry
+
         if self.note is not None and p.result is not None:
             t = p.result
             invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
+            power = render_telemetry(t.telemetry)
             self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
-                      f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}")
+                      f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}" + (f"; {power}" if power else ""))
+            for n in t.notes:
+                self.note(f"  note: {n}")
+
+    def _say(self, text: str) -> None:
+        if self.note is not None:
+            self.note(text)
+        else:
+            log.info("%s", text)
 
     async def healthy(self, url: str, *, within_s: float = 5.0) -> bool:
         probe = http_health_probe(url + "/health")
@@ -274,18 +300,55 @@ class LiveBench:
 
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         from deployctl.bench import merge_results, run_sweep
+        from deployctl.telemetry import TelemetrySampler, samples_to_dicts
 
         if isinstance(trials, int):
-            return await run_sweep(url, self.policy.bench, levels=levels, trials=trials, progress=self._progress)
-        by_count: dict[int, list[int]] = {}
-        for c, n in trials.items():
-            by_count.setdefault(n, []).append(c)
+            parts: list[tuple[Sequence[int] | None, int]] = [(levels, trials)]
+        else:
+            by_count: dict[int, list[int]] = {}
+            for c, n in trials.items():
+                by_count.setdefault(n, []).append(c)
+            parts = [(cs, n) for n, cs in sorted(by_count.items())]
+        main_pid, invocation_id = await self._unit()
+        sampler = TelemetrySampler.for_server(url, simulated=self.site.simulated, pid=main_pid)
+        if sampler.unavailable and not self._said_unavailable:
+            self._said_unavailable = True
+            self._say(f"GPU telemetry unavailable: {sampler.unavailable}")
+        server_log = self._server_log(invocation_id) if invocation_id else None
         result: BenchResult | None = None
-        for n, cs in sorted(by_count.items()):
-            part = await run_sweep(url, self.policy.bench, levels=cs, trials=n, progress=self._progress)
-            result = part if result is None else merge_results(result, part)
+        sampler.start()
+        try:
+            for cs, n in parts:
+                part = await run_sweep(url, self.policy.bench, levels=cs, trials=n, progress=self._progress,
+                                       telemetry=sampler.window, server_log=server_log)
+                result = part if result is None else merge_results(result, part)
+        finally:
+            samples = await asyncio.to_thread(sampler.stop)  # joins the sampling thread
         assert result is not None
-        return result
+        return replace(result, telemetry_samples=tuple(samples_to_dicts(samples)))
+
+    async def _unit(self) -> tuple[int | None, str | None]:
+        """The unit's MainPID (its process tree is sampled) and invocation (whose journal is read)."""
+        if self.systemd is None:
+            return None, None
+        state = await self.systemd.unit_state(self.site.unit)
+        return state.main_pid or None, state.invocation_id or None
+
+    def _server_log(self, invocation_id: str) -> Callable[[float, float], Any]:
+        said: list[str] = []
+
+        async def lines(start: float, end: float) -> list[str] | None:
+            """The server's own lines stamped in [start, end]; None (not judged on) when unreadable."""
+            try:
+                entries = await self.journal.read(invocation_id)
+            except (DeployctlError, OSError) as exc:
+                if not said:
+                    said.append(str(exc))
+                    self._say(f"cannot read the server's journal, so retractions are not checked: {exc}")
+                return None
+            return [e.text for e in entries if not e.from_manager and start <= e.ts <= end]
+
+        return lines
 
     def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
         from deployctl.bench import merge_results
@@ -369,7 +432,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
     try:
         yield Adapters(
             units=LiveUnits(systemd, site),
-            bench=LiveBench(site.policy, getattr(progress, "detail", None)),
+            bench=LiveBench(site, systemd, getattr(progress, "detail", None)),
             judge=LiveJudge(site.policy),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),

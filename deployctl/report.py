@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence, TextIO
 
 from deployctl import machine as m
 from deployctl.adapters.ledger import Release
-from deployctl.benchresult import BenchResult
+from deployctl.benchresult import BenchResult, LevelTelemetry
 from deployctl.runner import LevelRow, Plan, PromoteOutcome
 
 HEADLINE = {
@@ -65,6 +65,46 @@ def table_lines(rows: Sequence[LevelRow]) -> list[str]:
         return " | ".join(c.rjust(w) for c, w in zip(cells, widths))
 
     return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(b) for b in body)]
+
+
+def telemetry_lines(baseline: BenchResult | None, candidate: BenchResult | None) -> list[str]:
+    """Per level, what the GPUs and the server's processes did, baseline beside candidate (the incidents'
+    clue: 250 W of 600 W under load, then 125 W), and the levels' notes (C above capacity)."""
+    from deployctl.telemetry import render_telemetry
+
+    out = []
+    for c in sorted({lv.concurrency for r in (baseline, candidate) if r for lv in r.levels}):
+        parts = [f"{role} {text}" for role, result in (("baseline", baseline), ("candidate", candidate))
+                 if (text := render_telemetry(level_telemetry(result, c)))]
+        if parts:
+            out.append(f"  C={c}: " + "; ".join(parts))
+        level = candidate.level(c) if candidate else None
+        notes = dict.fromkeys(n for t in (level.trials if level else ()) for n in t.notes)
+        out += [f"  C={c}: note: {n}" for n in notes]
+    return ["telemetry per level (mean over its trials):", *out] if out else []
+
+
+def level_telemetry(result: BenchResult | None, concurrency: int) -> LevelTelemetry | None:
+    """The trials' telemetry of one level as one: means of the per-trial means (peaks for RSS and process count)."""
+    level = result.level(concurrency) if result else None
+    ts = [t.telemetry for t in level.trials if t.telemetry is not None] if level else []
+    if not ts:
+        return None
+
+    def avg(name: str) -> float | None:
+        values = [getattr(t, name) for t in ts if getattr(t, name) is not None]
+        return round(mean(values), 1) if values else None
+
+    def peak(name: str) -> Any:
+        values = [getattr(t, name) for t in ts if getattr(t, name) is not None]
+        return max(values) if values else None
+
+    return LevelTelemetry(
+        source=ts[0].source, gpu_power_w=avg("gpu_power_w"), gpu_power_limit_w=avg("gpu_power_limit_w"),
+        gpu_util_pct=avg("gpu_util_pct"), gpu_mem_used_gb=avg("gpu_mem_used_gb"),
+        process_cpu_pct=avg("process_cpu_pct"), process_rss_gb=peak("process_rss_gb"),
+        process_count=peak("process_count"),
+    )
 
 
 def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
@@ -119,6 +159,7 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines.append("")
         lines += table_lines(rows)
         lines.append("")
+        lines += telemetry_lines(ev.baseline, ev.candidate)
     if ev.judge is not None:
         lines.append(f"verdict: {ev.judge.outcome}")
     lines += [f"  - {r}" for r in state.reasons]
@@ -224,6 +265,7 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
         by_role[b.role] = BenchResult.from_dict(b.result)
     if "candidate" in by_role:
         lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
+        lines += telemetry_lines(by_role.get("baseline"), by_role["candidate"])
     if events:
         lines.append("  steps (intent before each side effect, then its outcome):")
         for e in events:

@@ -114,3 +114,29 @@ def test_aborted_headline_says_whether_it_rolled_back():
     state = m.State(phase=m.Phase.DONE, result=m.Result.ABORTED, reasons=("x", "nothing on the host was changed"))
     untouched = PromoteOutcome(1, state, plan(), Evidence(), 1.0)
     assert any(line.startswith("ABORTED: nothing was changed") for line in outcome_lines(untouched))
+
+
+def test_telemetry_per_level_baseline_beside_candidate_with_the_levels_notes():
+    from dataclasses import replace
+
+    from deployctl.benchresult import LevelResult, LevelTelemetry
+    from deployctl.report import telemetry_lines
+
+    def with_telemetry(result, watts, notes=()):
+        levels = tuple(LevelResult(lv.concurrency, tuple(
+            replace(t, telemetry=LevelTelemetry("simulated", gpu_power_w=w, gpu_power_limit_w=600.0, gpu_util_pct=61.0),
+                    notes=notes)
+            for t, w in zip(lv.trials, watts))) for lv in result.levels)
+        return replace(result, levels=levels)
+
+    base = with_telemetry(bench({64: 1500.0}, trials=2), [240.0, 260.0])
+    cand = with_telemetry(bench({64: 195.0}, trials=2), [125.0, 125.0], notes=("above the server's capacity",))
+    assert telemetry_lines(base, cand) == [
+        "telemetry per level (mean over its trials):",
+        "  C=64: baseline GPU power 250 W of 600 W (42 %), SM 61 % (simulated);"
+        " candidate GPU power 125 W of 600 W (21 %), SM 61 % (simulated)",
+        "  C=64: note: above the server's capacity",
+    ]
+    assert telemetry_lines(bench({64: 1.0}), bench({64: 1.0})) == []
+    lines = outcome_lines(_outcome(baseline=base, candidate=cand))
+    assert any(line.startswith("  C=64: baseline GPU power 250 W") for line in lines)
