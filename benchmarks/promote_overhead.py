@@ -33,7 +33,8 @@ from deployctl.sandbox import Sandbox
 TINY_POLICY = {
     "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
               "warmup_requests": 1},
-    "judge": {"min_trials": 2, "max_trials": 5, "limit_pct": 10},
+    # Traffic is not overhead: 2 baseline trials (not max_trials) keep each run short.
+    "judge": {"min_trials": 2, "max_trials": 5, "baseline_trials": 2, "limit_pct": 10},
     "gates": {"startup_timeout_s": 30},
     "verify_concurrency": [2],
 }

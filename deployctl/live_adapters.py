@@ -86,13 +86,8 @@ class Site:
 
         ``need_known_good=False`` (``--dry-run``) plans even where nothing is installed yet."""
         rendered = self.render(profile)
+        self.refuse_leftover_trial()
         files = self.unit_files()
-        trial = files.trial(self.unit)
-        if trial is not None:
-            raise InputError(
-                f"a trial of {self.unit} is installed ({trial.path}) but no promote of {self.name} is running",
-                hint=f"`deployctl rollback -d {self.name}` removes it and restarts the known-good unit",
-            )
         known = files.known_good(self.unit)
         if known is None and need_known_good:
             raise InputError(
@@ -107,6 +102,15 @@ class Site:
             host=self.host, flags=resolved.flags, env=resolved.env,
             **self._profile_diff(known.profile if known else None, profile, installed=known is not None),
         )
+
+    def refuse_leftover_trial(self) -> None:
+        """``InputError`` when a trial is installed: the caller holds the lock, so its promote is unfinished."""
+        trial = self.unit_files().trial(self.unit)
+        if trial is not None:
+            raise InputError(
+                f"a trial of {self.unit} is installed ({trial.path}) but no promote of {self.name} is running",
+                hint=f"`deployctl rollback -d {self.name}` removes it and restarts the known-good unit",
+            )
 
     def _profile_diff(self, installed_profile: str | None, profile: str, *, installed: bool = True) -> dict[str, Any]:
         from deployctl.profilediff import diff_profiles, format_profile_diff

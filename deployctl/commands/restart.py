@@ -74,13 +74,8 @@ def _profile(site: Site, wanted: str | None) -> str:
 
 
 async def _restart(site: Site, args: argparse.Namespace) -> tuple[str, RestartReport]:
+    site.refuse_leftover_trial()
     files = site.unit_files()
-    trial = files.trial(site.unit)
-    if trial is not None:
-        raise InputError(
-            f"a trial of {site.unit} is installed ({trial.path}): a promote is unfinished",
-            hint=f"`deployctl rollback -d {site.name}` or `deployctl abort -d {site.name}` first",
-        )
     profile = _profile(site, args.profile)
     rendered = site.render(profile)
     current = files.known_good(site.unit)

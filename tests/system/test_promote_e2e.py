@@ -178,6 +178,9 @@ def test_history_shows_all_three(world):
     shown = cli("show", str(releases[0]["id"]))
     header = next(line for line in shown.stdout.splitlines() if "baseline tok/s" in line)
     assert [c.strip() for c in header.split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]
+    # every promote benchmark samples the simulator's GPU telemetry, shown per level
+    assert any(line.startswith("  C=8: baseline GPU power ") and "(simulated)" in line
+               and "; candidate GPU power" in line for line in shown.stdout.splitlines()), shown.stdout
 
 
 def test_unknown_flag_fails_at_startup_and_rolls_back_with_the_servers_reason(world):
