@@ -28,11 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
+from statistics import median
 from typing import Any, Callable, Iterable
 
 from deployctl.benchresult import BenchResult, LevelResult, TrialResult
 from deployctl.policy import JudgePolicy
-from deployctl.stats import ChangeInterval, log_ratio_interval
+from deployctl.stats import ChangeInterval, log_ratio_interval, outlier_indices
 
 
 class Outcome(str, Enum):
@@ -192,7 +193,14 @@ def _judge_level(
     b_ok, b_bad = _split(base.trials, metric)
     c_ok, c_bad = _split(cand.trials if cand else (), metric)
     run = len(c_ok) + len(c_bad)
-    notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad)
+    b_ok, b_far = _set_aside_outliers(b_ok)
+    c_ok, c_far = _set_aside_outliers(c_ok)
+    notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + tuple(
+        f"C={c}: a {side} trial at {value:.1f} set aside as an outlier ({format_pct(value / median - 1)} from the"
+        f" median of its {n} trials)"
+        for side, far in (("baseline", b_far), ("candidate", c_far))
+        for value, median, n in far
+    )
     common = dict(
         concurrency=c, role=rule.role, baseline_trials=len(b_ok), candidate_trials=len(c_ok),
         candidate_trials_run=run, notes=notes,
@@ -250,6 +258,15 @@ def _split(trials: Iterable[TrialResult], metric: Metric) -> tuple[list[float], 
         else:
             ok.append(float(value))
     return ok, bad
+
+
+def _set_aside_outliers(values: list[float]) -> tuple[list[float], list[tuple[float, float, int]]]:
+    """The values to judge, and the outliers left out as (value, median of all, count of all)."""
+    far = set(outlier_indices(values))
+    if not far:
+        return values, []
+    mid = median(values)
+    return [v for i, v in enumerate(values) if i not in far], [(values[i], mid, len(values)) for i in sorted(far)]
 
 
 def _why(bad: list[tuple[TrialResult, str]]) -> str:
