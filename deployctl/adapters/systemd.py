@@ -36,6 +36,8 @@ PROPERTIES = "org.freedesktop.DBus.Properties"
 JOB_RESULTS = ("done", "failed", "timeout", "canceled", "dependency", "skipped")
 # ExecMainCode values are siginfo's si_code (CLD_*).
 CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
+# How often a job wait checks that the job still exists, should its JobRemoved signal be lost.
+_JOB_POLL_S = 2.0
 _REMEMBERED_JOBS = 4096
 
 ACCESS_HINT = (
@@ -247,12 +249,7 @@ class Systemd:
             waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             self._job_waiters.setdefault(job, []).append(waiter)
             try:
-                outcome = await asyncio.wait_for(waiter, timeout)
-            except asyncio.TimeoutError as exc:
-                raise SystemdError(
-                    f"systemd's {verb} job for {unit} did not finish within {timeout:g} s",
-                    hint=f"see `systemctl list-jobs` and `systemctl status {unit}`",
-                ) from exc
+                outcome = await self._await_job(waiter, verb, job, unit, timeout)
             finally:
                 waiting = self._job_waiters.get(job, [])
                 if waiter in waiting:
@@ -262,6 +259,44 @@ class Systemd:
         result = JobResult(unit=unit, verb=verb, job=job, result=outcome)
         log.info("%s %s: job %s", verb, unit, result.result)
         return result
+
+    async def _await_job(self, waiter: "asyncio.Future[str]", verb: str, job: str, unit: str,
+                         timeout: float | None) -> str:
+        """The job's JobRemoved result; if the signal never comes although the job is gone, the unit's state.
+
+        A bus may drop a signal (a full queue); without this check the controller would wait forever
+        on a job systemd finished long ago.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.shield(waiter), _JOB_POLL_S)
+            except asyncio.TimeoutError:
+                pass
+            if job in self._jobs:
+                return self._jobs[job]
+            if not await self._job_exists(job):
+                state = await self.unit_state(unit)
+                wanted = ("inactive", "failed") if verb == "stop" else ("active", "activating", "reloading")
+                result = "done" if state.active_state in wanted else "failed"
+                log.warning("%s %s: no JobRemoved for %s; the job is gone and the unit is %s: taking %s",
+                            verb, unit, job, state.active_state, result)
+                return result
+            if deadline is not None and loop.time() > deadline:
+                raise SystemdError(
+                    f"systemd's {verb} job for {unit} did not finish within {timeout:g} s",
+                    hint=f"see `systemctl list-jobs` and `systemctl status {unit}`",
+                )
+
+    async def _job_exists(self, job: str) -> bool:
+        message = Message(destination=SYSTEMD, path=job, interface=PROPERTIES, member="Get", signature="ss",
+                          body=["org.freedesktop.systemd1.Job", "State"])
+        try:
+            reply = await self._bus.call(message)
+        except DBusError:
+            return False
+        return reply.message_type is not MessageType.ERROR
 
     async def restart(self, unit: str, *, timeout: float | None = None) -> JobResult:
         """Restart (mode ``replace``) and wait for this job's result; a non-``done`` result is returned, not raised."""

@@ -80,8 +80,11 @@ deployments:
 
 def deployctl(sandbox: Sandbox, inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **sandbox.env(), "DEPLOYCTL_STATE_DIR": str(inventory.parent / "state"), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "deployctl", *args, "-i", str(inventory)],
-                          capture_output=True, text=True, env=env, timeout=60)
+    argv = [sys.executable, "-m", "deployctl", "-vv", *args, "-i", str(inventory)]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    except subprocess.TimeoutExpired as exc:  # say where it hung, not only that it did
+        pytest.fail(f"{' '.join(args)} hung for 60 s; its output so far:\n{exc.stdout!r}\n{exc.stderr!r}")
 
 
 def test_report_from_the_journal_equals_the_report_of_the_file(sandbox: Sandbox, inventory: Path) -> None:

@@ -188,3 +188,24 @@ async def test_non_root_caller_gets_the_access_denied_hint(
     assert result.get("error") == "AccessDenied", result
     assert result["state"] == "inactive"
     assert "root" in result["hint"] and "polkit" in result["hint"]
+
+
+async def test_a_lost_job_removed_signal_does_not_hang_the_wait(
+    systemd: Systemd, unit_files: UnitFiles, unit_text: UnitText) -> None:
+    name = "st-lost-signal.service"
+    unit_files.install(name, unit_text(SLEEPER.format(marker="lost")))
+    await systemd.reload()
+    deliver = systemd._on_message
+
+    def drop_job_removed(msg: object) -> None:
+        if getattr(msg, "member", None) != "JobRemoved":
+            deliver(msg)
+
+    # A bus that drops our JobRemoved (a full queue): the wait must notice the job is gone.
+    systemd._bus.remove_message_handler(deliver)
+    systemd._bus.add_message_handler(drop_job_removed)
+    started = time.monotonic()
+    job = await systemd.restart(name, timeout=30)
+    assert job.ok and time.monotonic() - started < 10
+    assert (await systemd.unit_state(name)).active_state == "active"
+    await systemd.stop(name, timeout=30)
