@@ -124,7 +124,15 @@ class TelemetrySampler:
 
     def window(self, start: float, end: float) -> LevelTelemetry:
         """The summary of [start, end] so far: pass ``sampler.window`` as ``run_sweep(telemetry=…)``."""
-        return summarize(self.samples(), start, end, source=self.source, unavailable=self.unavailable)
+        samples = self.samples()
+        has_sources = self.gpu is not None or self.process is not None
+        if has_sources and not any(start <= s.t <= end for s in samples):
+            # A trial shorter than the sampling interval (a time-scaled simulator, a tiny sweep): read the
+            # sources now, just after its end, rather than report nothing for it.
+            fresh = self.sample_once()
+            samples.append(fresh)
+            end = max(end, fresh.t)
+        return summarize(samples, start, end, source=self.source, unavailable=self.unavailable)
 
     def sample_once(self) -> Sample:
         gpus = self.gpu.read() if self.gpu is not None else ()

@@ -264,3 +264,20 @@ def test_process_tree_of_nothing_is_none(tmp_path):
     assert ProcessTree(cgroup="/gone.service", cgroup_root=tmp_path).read() is None
     with pytest.raises(ValueError):
         ProcessTree()
+
+
+class SteadyGpu:
+    name = "simulated"
+
+    def read(self) -> tuple[GpuSample, ...]:
+        return gpus(250.0, 61.0, n=1)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_trial_shorter_than_the_sampling_interval_still_gets_a_reading():
+    clock = iter(float(t) for t in range(100, 200))
+    sampler = TelemetrySampler(SteadyGpu(), interval_s=60.0, clock=lambda: next(clock))
+    t = sampler.window(50.0, 50.4)
+    assert t.gpu_power_w == 250.0 and t.details["samples"] == 1
