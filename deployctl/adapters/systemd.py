@@ -38,6 +38,8 @@ JOB_RESULTS = ("done", "failed", "timeout", "canceled", "dependency", "skipped")
 CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
 # How often a job wait checks that the job still exists, should its JobRemoved signal be lost.
 _JOB_POLL_S = 2.0
+# A method call systemd has not answered in this long will not be answered.
+_CALL_TIMEOUT_S = 25.0
 _REMEMBERED_JOBS = 4096
 
 ACCESS_HINT = (
@@ -223,7 +225,11 @@ class Systemd:
         message = Message(destination=dest, path=path, interface=iface, member=member, signature=signature,
                           body=body or [])
         try:
-            reply = await self._bus.call(message)
+            reply = await asyncio.wait_for(self._bus.call(message), _CALL_TIMEOUT_S)
+        except asyncio.TimeoutError as exc:
+            # A controller must never wait forever: say which call systemd left unanswered.
+            raise SystemdError(f"systemd did not answer {member} within {_CALL_TIMEOUT_S:g} s",
+                               hint="is PID 1 busy or stuck? see `journalctl -b -u init.scope`") from exc
         except DBusError as exc:
             raise _map_error(exc, unit) from exc
         except (OSError, EOFError) as exc:

@@ -17,6 +17,8 @@ import pytest
 
 from deployctl.sandbox import Sandbox
 
+from clirun import run_deployctl
+
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
@@ -78,13 +80,7 @@ deployments:
     return inv
 
 
-def deployctl(sandbox: Sandbox, inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **sandbox.env(), "DEPLOYCTL_STATE_DIR": str(inventory.parent / "state"), "NO_COLOR": "1"}
-    argv = [sys.executable, "-m", "deployctl", "-vv", *args, "-i", str(inventory)]
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
-    except subprocess.TimeoutExpired as exc:  # say where it hung, not only that it did
-        pytest.fail(f"{' '.join(args)} hung for 60 s; its output so far:\n{exc.stdout!r}\n{exc.stderr!r}")
+deployctl = run_deployctl
 
 
 def test_report_from_the_journal_equals_the_report_of_the_file(sandbox: Sandbox, inventory: Path) -> None:

@@ -18,6 +18,8 @@ import pytest
 from deployctl.readiness import READY_LINE
 from deployctl.sandbox import Sandbox
 
+from clirun import run_deployctl
+
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 SCRIPT = f"""
@@ -85,10 +87,7 @@ deployments:
     return inv
 
 
-def deployctl(sandbox: Sandbox, inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **sandbox.env(), "DEPLOYCTL_STATE_DIR": str(inventory.parent / "state"), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "deployctl", *args, "-i", str(inventory)],
-                          capture_output=True, text=True, env=env, timeout=60)
+deployctl = run_deployctl
 
 
 def test_restart_then_status_then_a_crashing_profile(sandbox: Sandbox, inventory: Path) -> None:
