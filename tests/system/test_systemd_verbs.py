@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from deployctl.readiness import READY_LINE
 from deployctl.sandbox import Sandbox
 
-from clirun import run_deployctl
+from clirun import free_port, run_deployctl
 
 # One rerun: about one full system run in five, a `deployctl restart` here hung (never in isolation,
 # cause not found yet; clirun.py dumps its stacks into the log when it does). The rerun keeps that
@@ -51,12 +50,6 @@ ExecStart={python} -u {script}
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def inventory(tmp_path: Path) -> Path:
     script = tmp_path / "toy_server.py"
@@ -76,7 +69,7 @@ deployments:
   toy:
     host: box
     unit: toy-verbs.service
-    port: {_free_port()}
+    port: {free_port()}
     model: tiny
     template: {tmp_path / "toy.service.j2"}
     policy:
