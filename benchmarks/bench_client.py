@@ -1,6 +1,6 @@
 """Client overhead: does deployctl's load engine measure the server, or itself?
 
-Compares, in the same run, deployctl's engine (``deployctl.bench.run_trial`` over
+Compares, in the same run, deployctl's engine (``deployctl.live.sweep.run_trial`` over
 ``deployctl.adapters.http_load``) with a reference client written the way SGLang's bench_serving does
 it (aiohttp, one shared session, ``async for line in response.content``, ``json.loads`` per line,
 ``perf_counter`` per chunk, a semaphore over tasks created up front) — and, with ``--clients``, httpx.
@@ -153,8 +153,8 @@ def _errors(streams: list[tuple[list[float], list[float]]], offset: float) -> tu
 
 async def _engine(url: str, c: int, n: int, tokens: int, marks: dict, client_cls: type | None = None) -> tuple[int, int, list]:
     from deployctl.adapters.http_load import LoadClient
-    from deployctl.bench import run_trial
-    from deployctl.loadplan import LevelPlan, Workload
+    from deployctl.bench.plan import LevelPlan, Workload
+    from deployctl.live.sweep import run_trial
 
     workload = Workload(model="qwen3.5", input_tokens=8, output_tokens=tokens)
     warm = Workload(model="qwen3.5", input_tokens=8, output_tokens=5)
@@ -186,7 +186,7 @@ class _AiohttpLoadClient:
         await self._session.close()
 
     async def stream(self, path: str, body: bytes, sink) -> None:
-        from deployctl.sse import SseDecoder
+        from deployctl.bench.sse import SseDecoder
 
         decoder = SseDecoder()
         sink.sent(time.perf_counter())
@@ -206,7 +206,7 @@ async def _engine_aiohttp(url: str, c: int, n: int, tokens: int, marks: dict) ->
 async def _reference(url: str, c: int, n: int, tokens: int, marks: dict) -> tuple[int, int, list]:
     import aiohttp
 
-    from deployctl.loadplan import Workload, build_request
+    from deployctl.bench.plan import Workload, build_request
 
     workload = Workload(model="qwen3.5", input_tokens=8, output_tokens=tokens)
     connector = aiohttp.TCPConnector(limit=c)
@@ -249,8 +249,8 @@ async def _reference(url: str, c: int, n: int, tokens: int, marks: dict) -> tupl
 async def _httpx(url: str, c: int, n: int, tokens: int, marks: dict) -> tuple[int, int, list]:
     import httpx
 
-    from deployctl.loadplan import Workload, build_request
-    from deployctl.sse import SseDecoder
+    from deployctl.bench.plan import Workload, build_request
+    from deployctl.bench.sse import SseDecoder
 
     workload = Workload(model="qwen3.5", input_tokens=8, output_tokens=tokens)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)

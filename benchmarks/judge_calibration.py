@@ -3,7 +3,7 @@
 Each cell simulates one level whose trials have multiplicative noise σ (lognormal) and a true change
 Δ for the candidate. The baseline is measured once with ``--baseline-trials`` trials (what the promote
 flow does before installing the candidate); the candidate starts with ``min_trials`` and gets one more
-trial each time the real ``deployctl.judge.judge`` asks, up to ``max_trials``. Printed per cell: the
+trial each time the real ``deployctl.judge.verdict.judge`` asks, up to ``max_trials``. Printed per cell: the
 FAIL / PASS / INCONCLUSIVE rates and the mean number of candidate trials.
 
 Targets (issue "judge"): A/A (Δ = 0) falsely failed ≤ 1 % at σ = 3 %; Δ = −10 % caught ≥ 95 %;
@@ -21,9 +21,9 @@ import math
 import random
 import time
 
-from deployctl.benchresult import BenchResult, LevelResult, Percentiles, TrialResult
-from deployctl.judge import Outcome, judge
-from deployctl.policy import JudgePolicy
+from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.verdict import Outcome, judge
 
 SIGMAS = (0.01, 0.02, 0.03)
 CHANGES = (0.0, -0.03, -0.05, -0.10, -0.30, -0.87, +0.05)

@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from deployctl.adapters.journal import JournalLine
-from deployctl.readiness import READY_LINE, Ready
-from deployctl.restart import http_health_probe, restart_and_wait
-from deployctl.sandbox import Sandbox
+from deployctl.live.restart import http_health_probe, restart_and_wait
+from deployctl.live.sandbox import Sandbox
+from deployctl.startup.journal_line import JournalLine
+from deployctl.startup.readiness import READY_LINE, Ready
 
 SERVER = """
 import http.server, sys, threading, time

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from deployctl.startup import StartupParser  # noqa: E402
+from deployctl.startup.parser import StartupParser  # noqa: E402
 
 SHARED = ("01-", "02-", "03-", "04-", "06-", "08-", "10-")
 

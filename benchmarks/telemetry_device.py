@@ -16,7 +16,8 @@ import os
 import time
 
 from deployctl.adapters.gpu import gpu_inventory
-from deployctl.telemetry import TelemetrySampler, render_telemetry, samples_to_dicts, summarize
+from deployctl.bench.telemetry import render_telemetry, samples_to_dicts, summarize
+from deployctl.live.telemetry import TelemetrySampler
 
 
 def _matmul_loop(seconds: float, n: int) -> float:

@@ -7,6 +7,7 @@ skip with a reason when not root; under ``CI=true`` a missing precondition is a 
 from __future__ import annotations
 
 import os
+
 import pytest
 
 

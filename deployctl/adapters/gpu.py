@@ -19,6 +19,8 @@ from typing import Any, Callable, Sequence
 import httpx
 import pynvml
 
+from deployctl.bench.telemetry import GpuSample
+
 log = logging.getLogger("deployctl")
 
 # Memory in GiB, which is what the boards are sold as ("96 GB" RTX PRO 6000 = 95.6 GiB) and what the
@@ -50,25 +52,6 @@ class GpuInfo:
     power_limit_w: float | None  # the enforced limit
     uuid: str | None = None
     driver_version: str | None = None
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU at one instant. Fields a source cannot read are None."""
-
-    index: int
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    sm_util_pct: float | None = None
-    mem_util_pct: float | None = None
-    mem_used_gb: float | None = None
-    mem_total_gb: float | None = None
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    temperature_c: float | None = None
-    throttle_reasons: tuple[str, ...] = ()
-    pcie_tx_mb_s: float | None = None
-    pcie_rx_mb_s: float | None = None
 
 
 _unavailable_logged = threading.Event()

@@ -3,7 +3,7 @@
 A small HTTP/1.1 client written on asyncio's ``Protocol`` API, because the load client must cost less
 than what it measures. Each socket read reaches :meth:`_Connection.data_received` directly from the
 event loop: it is stamped there with one ``time.perf_counter()``, de-chunked, split into SSE events by
-the sans-IO :class:`~deployctl.sse.SseDecoder`, and handed to the caller's sink — no future, no task
+the sans-IO :class:`~deployctl.bench.sse.SseDecoder`, and handed to the caller's sink — no future, no task
 wake-up, no coroutine resumption per read. Connections are kept alive and reused (no per-request
 set-up), with no cap on their number (the hidden cap of 100 in httpx and aiohttp's defaults).
 
@@ -26,14 +26,14 @@ import time
 from typing import Callable, Protocol, Sequence
 from urllib.parse import urlsplit
 
+from deployctl.bench.sse import SseDecoder
 from deployctl.errors import DeployctlError, InputError
-from deployctl.sse import SseDecoder
 
 _CLOCK = time.perf_counter
 
 
 class Sink(Protocol):
-    """Where a stream's timing goes (``deployctl.metrics.StreamRecorder`` is one)."""
+    """Where a stream's timing goes (``deployctl.bench.metrics.StreamRecorder`` is one)."""
 
     def sent(self, t: float) -> None:
         """The request's bytes were handed to the socket at ``t`` (TTFT starts here)."""

@@ -18,27 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from deployctl.errors import SystemdError
+from deployctl.startup.journal_line import JournalLine
 
 # SGLang's server_args dump reaches 19 KB; as a JSON list of byte values a line is up to 4× longer.
 _STREAM_LIMIT = 16 * 1024 * 1024
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-
-
-@dataclass(frozen=True)
-class JournalLine:
-    ts: float  # wall-clock seconds (the journal's __REALTIME_TIMESTAMP)
-    text: str  # decoded with errors="replace"; \r and ANSI escapes kept
-    from_manager: bool = False  # PID 1's own message about the unit, not the service's output
-
-    @property
-    def display(self) -> str:
-        """What a terminal would show: the last ``\\r`` frame, colours removed."""
-        frames = [f for f in _ANSI.sub("", self.text).split("\r") if f.strip()]
-        return frames[-1].rstrip() if frames else ""
 
 
 def decode_message(value: Any) -> str:

@@ -22,11 +22,11 @@ import os
 import re
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from deployctl.errors import DeployctlError, InputError
+from deployctl.promote.records import Event, Release, StoredBench
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
@@ -134,62 +134,6 @@ def resolve_state_dir(arg: str | os.PathLike[str] | None, env: Mapping[str, str]
     if env.get("DEPLOYCTL_STATE_DIR"):
         return Path(env["DEPLOYCTL_STATE_DIR"])
     return DEFAULT_STATE_DIR
-
-
-@dataclass(frozen=True)
-class Release:
-    id: int
-    deployment: str
-    kind: str
-    profile: str | None
-    unit_name: str
-    unit_text: str
-    unit_hash: str
-    redacted: bool
-    flags: dict[str, Any]
-    env: dict[str, str]
-    host: str | None
-    who: str
-    pid: int | None
-    started_at: float
-    finished_at: float | None
-    phase: str | None
-    state: dict[str, Any] | None
-    previous_id: int | None
-    baseline_startup: dict[str, Any] | None
-    startup: dict[str, Any] | None
-    verdict: str | None
-    reasons: list[str]
-    result: str | None
-    live: bool
-
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-@dataclass(frozen=True)
-class Event:
-    at: float
-    phase: str
-    kind: str
-    name: str
-    detail: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class StoredBench:
-    release_id: int
-    role: str
-    at: float
-    unit_hash: str
-    host: str | None
-    sglang_version: str | None
-    bench_key: str
-    result: dict[str, Any]
 
 
 def _dumps(value: Any) -> str:
@@ -403,7 +347,6 @@ def _bench(row: sqlite3.Row) -> StoredBench:
         release_id=row["release_id"], role=row["role"], at=row["at"], unit_hash=row["unit_hash"], host=row["host"],
         sglang_version=row["sglang_version"], bench_key=row["bench_key"], result=_loads(row["result_json"]),
     )
-
 
 
 def live_release(ledger: Ledger, deployment: str) -> Release | None:

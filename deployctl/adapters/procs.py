@@ -9,21 +9,14 @@ dropped from the reading, never an error.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import psutil
 
+from deployctl.bench.telemetry import ProcSample
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-@dataclass(frozen=True)
-class ProcSample:
-    cpu_pct: float | None  # over all processes since the previous reading; 100 = one core; None at first
-    rss_gb: float
-    threads: int
-    processes: int
 
 
 class ProcessTree:

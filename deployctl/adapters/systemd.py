@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator
@@ -22,7 +21,14 @@ from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
 from dbus_fast.errors import DBusError
 
-from deployctl.errors import AccessDenied, BadUnitSetting, JobFailed, SystemdError, UnitNotFound
+from deployctl.errors import (
+    AccessDenied,
+    BadUnitSetting,
+    JobFailed,
+    SystemdError,
+    UnitNotFound,
+)
+from deployctl.units.state import UnitState
 
 log = logging.getLogger("deployctl.systemd")
 
@@ -34,8 +40,6 @@ SERVICE = "org.freedesktop.systemd1.Service"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 
 JOB_RESULTS = ("done", "failed", "timeout", "canceled", "dependency", "skipped")
-# ExecMainCode values are siginfo's si_code (CLD_*).
-CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
 # How often a job wait checks that the job still exists, should its JobRemoved signal be lost.
 _JOB_POLL_S = 2.0
 # A method call systemd has not answered in this long will not be answered.
@@ -71,44 +75,6 @@ class JobResult:
                 hint=f"see `systemctl status {self.unit}` and `journalctl -u {self.unit} -n 50`",
             )
         return self
-
-
-@dataclass(frozen=True)
-class UnitState:
-    """A snapshot of the unit properties deployctl decides on."""
-
-    name: str
-    load_state: str
-    active_state: str
-    sub_state: str
-    result: str
-    main_pid: int
-    exec_main_code: int
-    exec_main_status: int
-    n_restarts: int
-    invocation_id: str
-    active_enter_us: int
-    need_daemon_reload: bool
-    fragment_path: str
-
-    @property
-    def running(self) -> bool:
-        return self.active_state == "active" and self.sub_state == "running"
-
-    @property
-    def exit_description(self) -> str:
-        """How the main process ended, e.g. ``exited with status 1`` or ``killed by signal 9 (SIGKILL)``."""
-        if self.exec_main_code == CLD_EXITED:
-            meaning = " (could not execute the command)" if self.exec_main_status == 203 else ""
-            return f"exited with status {self.exec_main_status}{meaning}"
-        if self.exec_main_code in (CLD_KILLED, CLD_DUMPED):
-            try:
-                name = signal.Signals(self.exec_main_status).name
-            except ValueError:
-                name = "unknown signal"
-            dumped = ", core dumped" if self.exec_main_code == CLD_DUMPED else ""
-            return f"killed by signal {self.exec_main_status} ({name}{dumped})"
-        return "has not exited"
 
 
 def _map_error(exc: DBusError, unit: str | None) -> Exception:

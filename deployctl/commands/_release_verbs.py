@@ -14,17 +14,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from deployctl import machine as m
-from deployctl.adapters.ledger import LEDGER_FILE, Ledger, Release, live_release, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import (
+    LEDGER_FILE,
+    Ledger,
+    live_release,
+    resolve_state_dir,
+    who_from_env,
+)
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import unit_sha256
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.errors import Busy
-from deployctl.live_adapters import Site, live_adapters, make_site
-from deployctl.policy import Policy
-from deployctl.recovery import recover, recovery_plan
-from deployctl.report import live_release_line
-from deployctl.runner import Adapters, Progress
+from deployctl.inventory.policy import Policy
+from deployctl.live.bindings import live_adapters
+from deployctl.live.recovery import recover, recovery_plan
+from deployctl.live.runner import Adapters, Progress
+from deployctl.live.site import Site, make_site
+from deployctl.promote import machine as m
+from deployctl.promote.records import Release
+from deployctl.promote.report import live_release_line
 
 
 def add_state_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -9,10 +9,17 @@ import time
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock, is_alive
-from deployctl.commands._release_verbs import add_site_arguments, recover_now, say, site_from_args, who
+from deployctl.commands._release_verbs import (
+    add_site_arguments,
+    recover_now,
+    say,
+    site_from_args,
+    who,
+)
+from deployctl.commands.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
 from deployctl.errors import Busy
-from deployctl.report import emit, emit_json, release_lines
+from deployctl.promote.report import release_lines
 
 NAME = "abort"
 HELP = "stop a running promote and roll it back"

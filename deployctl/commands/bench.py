@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-from deployctl.bench import Progress, render_table, run_sweep
-from deployctl.benchresult import BenchResult
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.bench.result import BenchResult
+from deployctl.bench.table import render_table
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.errors import ExitCode, InputError
-from deployctl.policy import BenchPolicy
+from deployctl.inventory.policy import BenchPolicy
+from deployctl.live.sweep import Progress, run_sweep
 
 NAME = "bench"
 HELP = "benchmark a server: streaming requests at fixed concurrency levels, the operators' table + JSON"
@@ -87,7 +91,7 @@ class _Target:
 def _resolve(args: argparse.Namespace) -> _Target:
     if args.url:
         return _Target(args.url.rstrip("/"), BenchPolicy())
-    from deployctl.inventory import deployment_policy
+    from deployctl.inventory.model import deployment_policy
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(args.deployment)
@@ -144,7 +148,7 @@ async def _measure(
 
 async def _telemetry_sampler(target: _Target):
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.telemetry import TelemetrySampler
+    from deployctl.live.telemetry import TelemetrySampler
 
     simulated = target.simulated
     if simulated is None:
@@ -157,7 +161,7 @@ async def _telemetry_sampler(target: _Target):
 
 
 def _print_extras(result: BenchResult, out: TextIO) -> None:
-    from deployctl.telemetry import render_telemetry
+    from deployctl.bench.telemetry import render_telemetry
 
     for level in result.levels:
         for t in level.trials:
@@ -184,7 +188,13 @@ class _ProgressDisplay:
         if not self._tty:
             return self._plain
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bar
 
         self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), console=Console(file=self._out), transient=True)

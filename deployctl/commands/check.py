@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
 

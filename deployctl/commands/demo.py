@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return _inside(Path(args.inside))
     if os.geteuid() != 0:
         raise InputError("the demo boots a sandboxed systemd, which needs root", hint="sudo ./scripts/demo")
-    from deployctl.sandbox import Sandbox
+    from deployctl.live.sandbox import Sandbox
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="deployctl-demo-", dir=args.keep_dir) as tmp:

@@ -6,10 +6,14 @@ import argparse
 import difflib
 import sys
 
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args, use_colour
-from deployctl.inventory import resolve_profile
-from deployctl.profilediff import diff_profiles, format_profile_diff
-from deployctl.render import render_unit
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+    use_colour,
+)
+from deployctl.inventory.model import resolve_profile
+from deployctl.units.profilediff import diff_profiles, format_profile_diff
+from deployctl.units.render import render_unit
 
 NAME = "diff"
 HELP = "show the flags and environment that differ between two profiles"

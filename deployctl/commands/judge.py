@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from deployctl.benchresult import BenchResult
+from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, InputError
-from deployctl.inventory_yaml import load_marked
-from deployctl.judge import Outcome, judge, render_verdict
-from deployctl.policy import JudgePolicy
+from deployctl.inventory.marked_yaml import load_marked
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.verdict import Outcome, judge, render_verdict
 
 NAME = "judge"
 HELP = "judge a candidate's benchmark against a baseline's (stored JSON), as promote would"

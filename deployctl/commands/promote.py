@@ -9,12 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
-from deployctl import machine as m
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._release_verbs import (
-    adopt_installed,
     add_site_arguments,
+    adopt_installed,
     limits,
     locked,
     recover_first,
@@ -22,9 +21,13 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
-from deployctl.live_adapters import Site, live_adapters
-from deployctl.report import TerminalProgress, emit, emit_json, level_rows, outcome_json, outcome_lines, plan_lines
-from deployctl.runner import PromoteOutcome, Runner
+from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.live.bindings import live_adapters
+from deployctl.live.runner import Runner
+from deployctl.live.site import Site
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import PromoteOutcome
+from deployctl.promote.report import level_rows, outcome_json, outcome_lines, plan_lines
 
 NAME = "promote"
 BASELINE_MAX_AGE_S = 3600.0  # a baseline of the same unit, host, version and sweep this recent is reused

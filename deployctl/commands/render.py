@@ -6,9 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.errors import InputError
-from deployctl.render import render_unit
+from deployctl.units.render import render_unit
 
 NAME = "render"
 HELP = "print the systemd unit of a deployment profile"

@@ -7,13 +7,16 @@ import asyncio
 import json
 import sys
 
-from deployctl.adapters.journal import JournalLine
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.commands._release_verbs import add_state_dir_argument, locked, state_dir
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
 from deployctl.errors import InputError, JobFailed
-from deployctl.live_adapters import Site, make_site
-from deployctl.readiness import Crashed, Ready, TimedOut
-from deployctl.restart import RestartReport, http_health_probe, restart_and_wait
+from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
+from deployctl.live.site import Site, make_site
+from deployctl.startup.journal_line import JournalLine
+from deployctl.startup.readiness import Crashed, Ready, TimedOut
 
 NAME = "restart"
 HELP = "render a profile, install it, restart the unit and wait until the server is ready"

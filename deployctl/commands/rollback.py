@@ -6,14 +6,26 @@ import argparse
 import asyncio
 import os
 
-from deployctl import machine as m
-from deployctl.adapters.ledger import Ledger, Release
+from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.unitfiles import unit_sha256
-from deployctl.commands._release_verbs import adopt_installed, add_site_arguments, locked, recover_first, say, site_from_args, who
+from deployctl.commands._release_verbs import (
+    add_site_arguments,
+    adopt_installed,
+    locked,
+    recover_first,
+    say,
+    site_from_args,
+    who,
+)
+from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import InputError
-from deployctl.live_adapters import Site, live_adapters
-from deployctl.report import TerminalProgress, emit, emit_json, outcome_json, outcome_lines
-from deployctl.runner import Plan, PromoteOutcome, Runner
+from deployctl.live.bindings import live_adapters
+from deployctl.live.runner import Runner
+from deployctl.live.site import Site
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import Plan, PromoteOutcome
+from deployctl.promote.records import Release
+from deployctl.promote.report import outcome_json, outcome_lines
 
 NAME = "rollback"
 HELP = "put an earlier release back (default: the one the live release replaced)"

@@ -6,7 +6,8 @@ import argparse
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
-from deployctl.report import emit, emit_json, release_lines
+from deployctl.commands.output import emit, emit_json
+from deployctl.promote.report import release_lines
 
 NAME = "show"
 HELP = "print one release: who, when, unit, startup facts, benchmark table, verdict and reasons"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
-from deployctl.startupdiff import diff_startups, flag_differences, unexplained_flags
-from deployctl.startup_render import render_diff
+from deployctl.startup.diff import diff_startups, flag_differences, unexplained_flags
+from deployctl.startup.text import render_diff
 
 NAME = "startup-diff"
 HELP = "compare two startups (logs or saved reports): what changed and which flag differences explain it"
@@ -50,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.profiles and not args.deployment:
         raise InputError("--profiles needs -d/--deployment")
     if args.deployment:
-        from deployctl.inventory import resolve_profile
-        from deployctl.profilediff import diff_profiles
+        from deployctl.inventory.model import resolve_profile
+        from deployctl.units.profilediff import diff_profiles
 
         inv = load_inventory_from_args(args)
         dep = inv.deployment(args.deployment)

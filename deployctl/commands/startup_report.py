@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
 from deployctl.errors import InputError
-from deployctl.startup import StartupParser, StartupReport
-from deployctl.startup_render import render_report
+from deployctl.startup.parser import StartupParser, StartupReport
+from deployctl.startup.text import render_report
 
 NAME = "startup-report"
 HELP = "what SGLang decided at startup (capacity, CUDA graphs, untuned kernels) or why it failed"
@@ -90,7 +93,7 @@ def _server_info(path: str | None) -> dict[str, Any] | None:
 
 async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | None) -> StartupReport:
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.restart import Endpoint
+    from deployctl.live.restart import Endpoint
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(args.deployment)

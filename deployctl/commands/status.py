@@ -9,13 +9,21 @@ import json
 import time
 from dataclasses import dataclass
 
-from deployctl.adapters.systemd import UnitState
 from deployctl.adapters.unitfiles import UnitFile
-from deployctl.cli_support import add_inventory_argument, load_inventory_from_args
-from deployctl.commands._release_verbs import add_state_dir_argument, read_live_release, recover_now, state_dir
-from deployctl.live_adapters import Site, make_site
-from deployctl.render import read_stamp
-from deployctl.report import TerminalProgress
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    load_inventory_from_args,
+)
+from deployctl.commands._release_verbs import (
+    add_state_dir_argument,
+    read_live_release,
+    recover_now,
+    state_dir,
+)
+from deployctl.commands.output import TerminalProgress
+from deployctl.live.site import Site, make_site
+from deployctl.units.render import read_stamp
+from deployctl.units.state import UnitState
 
 NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deployctl.cli_support import add_inventory_argument, inventory_path, load_inventory_from_args
+from deployctl.commands._inventory import (
+    add_inventory_argument,
+    inventory_path,
+    load_inventory_from_args,
+)
 from deployctl.errors import InputError
-from deployctl.render import render_unit
+from deployctl.units.render import render_unit
 
 NAME = "validate"
 HELP = "check the inventory; list every problem with file, line and key path"

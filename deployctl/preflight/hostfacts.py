@@ -65,7 +65,9 @@ def probe_local_host(request: ProbeRequest) -> HostFacts:
 
 def local_gpus() -> tuple[GpuFact, ...] | None:
     """GPUs as NVML reports them, via the telemetry adapter; None when there is no NVML."""
-    from deployctl.adapters.gpu import gpu_inventory  # NVML is loaded only when a probe runs
+    from deployctl.adapters.gpu import (
+        gpu_inventory,  # NVML is loaded only when a probe runs
+    )
 
     found = gpu_inventory()
     if found is None:

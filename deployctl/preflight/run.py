@@ -17,17 +17,39 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from deployctl.errors import InputError
-from deployctl.inventory import Inventory, resolve_profile
-from deployctl.preflight.argcheck import ArgProblem, PythonStyle, check_argv, parsed_values, render_error
-from deployctl.preflight.catalogue import Catalogue, Context, FlagValues, evaluate, shipped_catalogue
+from deployctl.inventory.model import Inventory, resolve_profile
+from deployctl.preflight.argcheck import (
+    ArgProblem,
+    PythonStyle,
+    check_argv,
+    parsed_values,
+    render_error,
+)
+from deployctl.preflight.catalogue import (
+    Catalogue,
+    Context,
+    FlagValues,
+    evaluate,
+    shipped_catalogue,
+)
 from deployctl.preflight.extract import extract_flag_table
 from deployctl.preflight.flagtable import FlagTable, shipped_table, shipped_versions
-from deployctl.preflight.hostcheck import disk_findings, gpu_findings, path_findings, port_findings
-from deployctl.preflight.hostfacts import STATE_PATHS, HostProbe, ProbeRequest, probe_local_host
+from deployctl.preflight.hostcheck import (
+    disk_findings,
+    gpu_findings,
+    path_findings,
+    port_findings,
+)
+from deployctl.preflight.hostfacts import (
+    STATE_PATHS,
+    HostProbe,
+    ProbeRequest,
+    probe_local_host,
+)
 from deployctl.preflight.installed import InstalledSglang, probe_interpreter
 from deployctl.preflight.report import Finding, PreflightReport, sort_findings
 from deployctl.preflight.sources import DirSource
-from deployctl.render import exec_argv, unit_environment
+from deployctl.units.render import exec_argv, unit_environment
 
 log = logging.getLogger("deployctl.preflight")
 

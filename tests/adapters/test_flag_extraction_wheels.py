@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.cli import main
-from deployctl.inventory import parse_inventory
+from deployctl.inventory.model import parse_inventory
 from deployctl.preflight import run_preflight
 from deployctl.preflight.argcheck import check_argv
 from deployctl.preflight.extract import extract_flag_table

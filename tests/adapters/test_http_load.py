@@ -16,9 +16,10 @@ import pytest
 from aiohttp import web
 
 from deployctl.adapters.http_load import LoadClient, LoadError
-from deployctl.bench import merge_results, render_table, run_sweep
-from deployctl.benchresult import BenchResult, LevelTelemetry
-from deployctl.policy import BenchPolicy
+from deployctl.bench.result import BenchResult, LevelTelemetry, merge_results
+from deployctl.bench.table import render_table
+from deployctl.inventory.policy import BenchPolicy
+from deployctl.live.sweep import run_sweep
 
 
 @dataclass

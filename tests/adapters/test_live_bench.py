@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from aiohttp import web
-
-from deployctl.adapters.journal import JournalLine
-from deployctl.live_adapters import LiveBench
-from deployctl.metrics import RETRACT_MARKER
-from deployctl.policy import Policy
-
 from test_http_load import FakeSglang, serve, small_policy  # noqa: F401  (serve is a fixture)
+
+from deployctl.bench.metrics import RETRACT_MARKER
+from deployctl.inventory.policy import Policy
+from deployctl.live.bindings import LiveBench
+from deployctl.startup.journal_line import JournalLine
 
 SIM_GPU = {"index": 0, "name": "NVIDIA RTX PRO 6000", "power_w": 250.0, "power_limit_w": 600.0,
            "sm_util_pct": 61.0, "mem_used_gb": 80.0, "mem_total_gb": 96.0}

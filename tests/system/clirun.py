@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.sandbox import Sandbox
+from deployctl.live.sandbox import Sandbox
 
 LIMIT_S = 60
 _BOOT = (

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from deployctl.errors import ExitCode
-from deployctl.sandbox import Sandbox
+from deployctl.live.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 

@@ -7,16 +7,14 @@ read back through journald must equal the report of the file itself.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from deployctl.sandbox import Sandbox
-
 from clirun import free_port, run_deployctl
+
+from deployctl.live.sandbox import Sandbox
 
 # One rerun: about one full system run in five, a `deployctl restart` here hung (never in isolation,
 # cause not found yet; clirun.py dumps its stacks into the log when it does). The rerun keeps that

@@ -16,8 +16,8 @@ import pytest
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import AccessDenied, BadUnitSetting, UnitNotFound
-from deployctl.restart import Endpoint
-from deployctl.sandbox import Sandbox
+from deployctl.live.restart import Endpoint
+from deployctl.live.sandbox import Sandbox
 
 UnitText = Callable[..., str]
 

@@ -7,17 +7,15 @@ A custom template runs a tiny script instead of SGLang, so these tests do not de
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from deployctl.readiness import READY_LINE
-from deployctl.sandbox import Sandbox
-
 from clirun import free_port, run_deployctl
+
+from deployctl.live.sandbox import Sandbox
+from deployctl.startup.readiness import READY_LINE
 
 # One rerun: about one full system run in five, a `deployctl restart` here hung (never in isolation,
 # cause not found yet; clirun.py dumps its stacks into the log when it does). The rerun keeps that

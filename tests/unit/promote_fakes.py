@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping, Sequence
 
-from deployctl.benchresult import BenchResult, LevelResult, Percentiles, TrialResult
-from deployctl.policy import BenchPolicy, JudgePolicy, Policy
-from deployctl.runner import (
-    Adapters,
+from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
+from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
+from deployctl.live.runner import Adapters
+from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from deployctl.bench import merge_results, render_table, server_facts
-from deployctl.benchresult import BenchResult, LevelResult, Percentiles, TrialResult
+from deployctl.bench.result import (
+    BenchResult,
+    LevelResult,
+    Percentiles,
+    TrialResult,
+    merge_results,
+)
+from deployctl.bench.table import render_table
 from deployctl.errors import InputError
+from deployctl.live.sweep import server_facts
 
 
 def trial(c: int, n: int = 0, *, tok_s: float = 100.0, invalid: str | None = None, failed: int = 0,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from testpaths import DATA, REPO
+
 from deployctl.cli import build_parser, main
-from deployctl.inventory import load_inventory
-from deployctl.render import render_unit
+from deployctl.inventory.model import load_inventory
+from deployctl.units.render import render_unit
 
 EXAMPLE = str(REPO / "inventory" / "example.yaml")
 

@@ -6,10 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.gates import check_startup_gates
-from deployctl.policy import StartupGates
-from deployctl.startup import (
-    CudaGraph, MoeWarning, PiecewiseCudaGraph, SchedulerSummary, StartupFailure, StartupReport, parse_lines,
+from deployctl.inventory.policy import StartupGates
+from deployctl.judge.gates import check_startup_gates
+from deployctl.startup.parser import (
+    CudaGraph,
+    MoeWarning,
+    PiecewiseCudaGraph,
+    SchedulerSummary,
+    StartupFailure,
+    StartupReport,
+    parse_lines,
 )
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-
 from testpaths import DATA
+
 from deployctl.cli import main
-from deployctl.inventory import InventoryInvalid, load_inventory
+from deployctl.inventory.model import InventoryInvalid, load_inventory
 
 BAD = sorted((DATA / "inventories" / "bad").glob("*.yaml"))
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<key>.+?): (?P<message>.+)$")

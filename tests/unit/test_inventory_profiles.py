@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from testpaths import REPO
+
 from deployctl.errors import InputError
-from deployctl.inventory import (
+from deployctl.inventory.model import (
     InventoryInvalid,
     deployment_policy,
     load_inventory,

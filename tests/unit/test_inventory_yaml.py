@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from deployctl.inventory_yaml import load_marked
+from deployctl.inventory.marked_yaml import load_marked
 
 TEXT = """\
 base: &b

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.adapters.journal import Journal, JournalLine, decode_message, journal_argv, parse_entry
+from deployctl.adapters.journal import (
+    Journal,
+    decode_message,
+    journal_argv,
+    parse_entry,
+)
+from deployctl.startup.journal_line import JournalLine
 
 INV = "0123456789abcdef0123456789abcdef"
 

@@ -9,10 +9,23 @@ from dataclasses import replace
 import pytest
 from scipy import stats as scipy_stats
 
-from deployctl.benchresult import BenchResult, LevelResult, LevelTelemetry, Percentiles, TrialResult
-from deployctl.judge import LevelState, Outcome, drift_check, judge, render_verdict, with_drift
-from deployctl.policy import JudgePolicy, LevelRule
-from deployctl.stats import log_ratio_interval, outlier_indices
+from deployctl.bench.result import (
+    BenchResult,
+    LevelResult,
+    LevelTelemetry,
+    Percentiles,
+    TrialResult,
+)
+from deployctl.inventory.policy import JudgePolicy, LevelRule
+from deployctl.judge.stats import log_ratio_interval, outlier_indices
+from deployctl.judge.verdict import (
+    LevelState,
+    Outcome,
+    drift_check,
+    judge,
+    render_verdict,
+    with_drift,
+)
 
 BASE = [1000.0, 1012.0, 991.0, 1004.0, 996.0]
 
@@ -223,7 +236,7 @@ def test_the_interval_is_scipys_pooled_t_interval_on_logs(base, cand):
 @pytest.mark.parametrize("q", [0.975, 0.9875, 0.99375, 0.995])
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 6, 8, 30])
 def test_the_t_quantile_equals_scipy_stats_t_ppf(q, df):
-    from deployctl.stats import _t_quantile
+    from deployctl.judge.stats import _t_quantile
 
     assert _t_quantile(q, df) == pytest.approx(float(scipy_stats.t.ppf(q, df)), rel=1e-12)
 

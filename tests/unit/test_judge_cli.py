@@ -6,11 +6,10 @@ import argparse
 import json
 
 import pytest
+from test_judge import BASE, sweep  # noqa: E402  (tests/unit is on sys.path under pytest's rootdir rules)
 
 from deployctl.commands import judge as verb
 from deployctl.errors import InputError
-
-from test_judge import BASE, sweep  # noqa: E402  (tests/unit is on sys.path under pytest's rootdir rules)
 
 
 def run(*argv: str) -> int:

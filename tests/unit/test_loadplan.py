@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from deployctl.loadplan import Workload, build_request, plan_sweep, random_prompt
-from deployctl.policy import BenchPolicy
+from deployctl.bench.plan import Workload, build_request, plan_sweep, random_prompt
+from deployctl.inventory.policy import BenchPolicy
 
 WORKLOAD = Workload(model="qwen", input_tokens=50, output_tokens=20, vocab_size=151_936, seed=3)
 

@@ -9,7 +9,12 @@ import time
 
 import pytest
 
-from deployctl.adapters.lock import DeploymentLock, Holder, is_alive, process_start_ticks
+from deployctl.adapters.lock import (
+    DeploymentLock,
+    Holder,
+    is_alive,
+    process_start_ticks,
+)
 from deployctl.errors import Busy, ExitCode
 
 HOLD = """

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from deployctl import machine as m
 from deployctl.errors import ExitCode
+from deployctl.promote import machine as m
 
 OK = m.Succeeded()
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from deployctl.metrics import (
+from deployctl.bench.metrics import (
     ClientCheck,
     StreamRecorder,
     TrialContext,

@@ -12,8 +12,19 @@ import shlex
 
 import pytest
 
-from deployctl.preflight.argcheck import PythonStyle, check_argv, first_error, parsed_values, render_error
-from deployctl.preflight.flagtable import FlagSpec, FlagTable, shipped_table, shipped_versions
+from deployctl.preflight.argcheck import (
+    PythonStyle,
+    check_argv,
+    first_error,
+    parsed_values,
+    render_error,
+)
+from deployctl.preflight.flagtable import (
+    FlagSpec,
+    FlagTable,
+    shipped_table,
+    shipped_versions,
+)
 
 GLM5 = shlex.split(
     "--model lukealonso/GLM-5-NVFP4 --served-model-name glm-5 --reasoning-parser glm45 --tool-call-parser glm47 "

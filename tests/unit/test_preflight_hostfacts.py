@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from deployctl.errors import InputError
-from deployctl.preflight.hostfacts import ProbeRequest, normalize_cc, port_state, probe_local_host
+from deployctl.preflight.hostfacts import (
+    ProbeRequest,
+    normalize_cc,
+    port_state,
+    probe_local_host,
+)
 from deployctl.preflight.installed import probe_interpreter
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from deployctl.cli import main
 from deployctl.errors import InputError
-from deployctl.inventory import Inventory, parse_inventory
+from deployctl.inventory.model import Inventory, parse_inventory
 from deployctl.preflight import PreflightReport, run_preflight
 from deployctl.preflight.flagtable import shipped_table
 from deployctl.preflight.hostfacts import GpuFact, HostFacts, ProbeRequest

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from testpaths import REPO
-from deployctl.inventory import ResolvedProfile, load_inventory, resolve_profile
-from deployctl.profilediff import ProfileDiff, diff_profiles, format_profile_diff
+
+from deployctl.inventory.model import ResolvedProfile, load_inventory, resolve_profile
+from deployctl.units.profilediff import ProfileDiff, diff_profiles, format_profile_diff
 
 
 def test_added_removed_changed_flags_and_env() -> None:

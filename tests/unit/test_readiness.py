@@ -8,9 +8,17 @@ from typing import AsyncIterator, Iterable
 
 import pytest
 
-from deployctl.adapters.journal import JournalLine
-from deployctl.adapters.systemd import CLD_EXITED, CLD_KILLED, UnitState
-from deployctl.readiness import READY_LINE, Crashed, ReadinessTracker, Ready, TimedOut, crash_reason, wait_ready
+from deployctl.live.ready_wait import wait_ready
+from deployctl.startup.journal_line import JournalLine
+from deployctl.startup.readiness import (
+    READY_LINE,
+    Crashed,
+    ReadinessTracker,
+    Ready,
+    TimedOut,
+    crash_reason,
+)
+from deployctl.units.state import CLD_EXITED, CLD_KILLED, UnitState
 
 RUNNING = UnitState(
     name="sglang-x.service", load_state="loaded", active_state="active", sub_state="running", result="success",

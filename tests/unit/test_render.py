@@ -14,10 +14,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from testpaths import DATA, REPO
-from deployctl.inventory import Inventory, load_inventory, parse_inventory, resolve_profile
-from deployctl.render import exec_argv, read_stamp, render_unit, unit_content_hash, unit_environment
+
+from deployctl.inventory.model import (
+    Inventory,
+    load_inventory,
+    parse_inventory,
+    resolve_profile,
+)
+from deployctl.units.render import (
+    exec_argv,
+    read_stamp,
+    render_unit,
+    unit_content_hash,
+    unit_environment,
+)
 
 EXAMPLE = REPO / "inventory" / "example.yaml"
 DEMO = REPO / "inventory" / "demo.yaml"

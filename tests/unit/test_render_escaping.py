@@ -15,12 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_render import systemd_verify
 
 from deployctl.errors import InputError
-from deployctl.inventory import InventoryInvalid, parse_inventory
-from deployctl.render import render_unit
-from deployctl.unitescape import environment_assignment, exec_arg, forbidden_character, plain_value
-from test_render import systemd_verify
+from deployctl.inventory.model import InventoryInvalid, parse_inventory
+from deployctl.units.escape import (
+    environment_assignment,
+    exec_arg,
+    forbidden_character,
+    plain_value,
+)
+from deployctl.units.render import render_unit
 
 _C_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "a": "\a", "b": "\b", "f": "\f",
               "r": "\r", "v": "\v", "s": " "}

@@ -14,11 +14,11 @@ from typing import Iterator
 
 import pytest
 import yaml
-
-from deployctl.inventory import parse_inventory, resolve_profile
-from deployctl.render import exec_argv, render_unit, unit_environment
-from deployctl.sandbox import Sandbox
 from test_render_escaping import HOSTILE
+
+from deployctl.inventory.model import parse_inventory, resolve_profile
+from deployctl.live.sandbox import Sandbox
+from deployctl.units.render import exec_argv, render_unit, unit_environment
 
 pytestmark = pytest.mark.system
 

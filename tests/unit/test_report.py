@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 
-from deployctl import machine as m
+from promote_fakes import bench, plan
+
 from deployctl.adapters.ledger import Ledger
-from deployctl.report import (
-    emit,
+from deployctl.commands.output import emit
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
+from deployctl.promote.report import (
     history_lines,
     level_rows,
     outcome_json,
@@ -16,9 +19,6 @@ from deployctl.report import (
     release_lines,
     table_lines,
 )
-from deployctl.runner import Evidence, JudgeResult, LevelRow, PromoteOutcome
-
-from promote_fakes import bench, plan
 
 
 def _outcome(result=m.Result.REJECTED, **ev):
@@ -95,7 +95,7 @@ def test_emit_plain_when_not_a_terminal():
 
 def test_live_release_line(tmp_path):
     from deployctl.adapters.ledger import live_release
-    from deployctl.report import live_release_line
+    from deployctl.promote.report import live_release_line
 
     with Ledger.open(tmp_path) as led:
         assert "none recorded" in live_release_line(live_release(led, "qwen"))
@@ -119,8 +119,8 @@ def test_aborted_headline_says_whether_it_rolled_back():
 def test_telemetry_per_level_baseline_beside_candidate_with_the_levels_notes():
     from dataclasses import replace
 
-    from deployctl.benchresult import LevelResult, LevelTelemetry
-    from deployctl.report import telemetry_lines
+    from deployctl.bench.result import LevelResult, LevelTelemetry
+    from deployctl.promote.report import telemetry_lines
 
     def with_telemetry(result, watts, notes=()):
         levels = tuple(LevelResult(lv.concurrency, tuple(

@@ -5,13 +5,22 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from promote_fakes import (
+    READY,
+    FakeBench,
+    FakeJudge,
+    FakePreflight,
+    FakeUnits,
+    adapters,
+    bench,
+    plan,
+)
 
-from deployctl import machine as m
 from deployctl.adapters.ledger import Ledger
 from deployctl.errors import ExitCode, SystemdError
-from deployctl.runner import GateResult, JudgeResult, Runner, StartOutcome
-
-from promote_fakes import READY, FakeBench, FakeJudge, FakePreflight, FakeUnits, adapters, bench, plan
+from deployctl.live.runner import Runner
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome
 
 
 @pytest.fixture

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from deployctl import machine as m
-from deployctl.adapters.ledger import Ledger
-from deployctl.recovery import recover, recovery_plan
-
 from promote_fakes import FakeBench, adapters, bench, plan
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.live.recovery import recover, recovery_plan
+from deployctl.promote import machine as m
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.commands._release_verbs import adopt_installed, limits
 from deployctl.commands.demo import demo_inventory
 from deployctl.errors import InputError
-from deployctl.inventory import load_inventory
-from deployctl.live_adapters import make_site
-from deployctl.policy import JudgePolicy, Policy
+from deployctl.inventory.model import load_inventory
+from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.live.site import make_site
 
 
 def test_limits_follow_the_policy():

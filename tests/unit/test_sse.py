@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from deployctl.sse import SseDecoder
+from deployctl.bench.sse import SseDecoder
 
 
 def sglang_completion_stream(texts: list[str], completion_tokens: int) -> bytes:

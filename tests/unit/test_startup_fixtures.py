@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.startup import StartupReport, parse_lines
+from deployctl.startup.parser import StartupReport, parse_lines
 
 LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 FIXTURES = sorted(p.name.removesuffix(".expect.json") for p in LOGS.glob("*.expect.json"))

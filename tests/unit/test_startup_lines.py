@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployctl.startup_lines import Rank, simple_record, split_records
+from deployctl.startup.lines import Rank, simple_record, split_records
 
 
 def records(line: str) -> list[tuple[str, str | None, str]]:

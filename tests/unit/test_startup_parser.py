@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tracemalloc
 
-from deployctl.startup import StartupParser, parse_lines
-from deployctl.startup_serverargs import parse_server_args
+from deployctl.startup.parser import StartupParser, parse_lines
+from deployctl.startup.serverargs import parse_server_args
 
 TS = "2026-02-19 13:40:"
 

@@ -7,9 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from deployctl.profilediff import ProfileDiff
-from deployctl.startup import StartupReport, parse_lines
-from deployctl.startupdiff import catalogue, diff_startups, flag_differences, mamba_ratio, unexplained_flags
+from deployctl.startup.diff import (
+    catalogue,
+    diff_startups,
+    flag_differences,
+    mamba_ratio,
+    unexplained_flags,
+)
+from deployctl.startup.parser import StartupReport, parse_lines
+from deployctl.units.profilediff import ProfileDiff
 
 LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 
@@ -88,7 +94,7 @@ def test_mamba_ratio_rules() -> None:
 
 
 def test_catalogue_names_only_known_fields() -> None:
-    from deployctl.startup_serverargs import known_field_sets
+    from deployctl.startup.serverargs import known_field_sets
 
     known = set().union(*known_field_sets().values())
     cat = catalogue()

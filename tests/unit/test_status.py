@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from deployctl.adapters.systemd import UnitState
 from deployctl.commands.status import Status, status_lines
+from deployctl.units.state import UnitState
 
 RUNNING = UnitState(name="sglang-glm5.service", load_state="loaded", active_state="active", sub_state="running",
                     result="success", main_pid=4242, exec_main_code=0, exec_main_status=0, n_restarts=0,

@@ -13,12 +13,25 @@ import pynvml
 import pytest
 
 from deployctl.adapters import gpu as gpu_adapter
-from deployctl.adapters.gpu import GpuSample, SimulatedGpus, gpu_inventory, open_nvml, parse_sim_gpu, throttle_names
-from deployctl.adapters.procs import ProcessTree, ProcSample
-from deployctl.benchresult import LevelTelemetry
-from deployctl.telemetry import (
-    Sample, TelemetrySampler, render_telemetry, samples_from_dicts, samples_to_dicts, summarize,
+from deployctl.adapters.gpu import (
+    SimulatedGpus,
+    gpu_inventory,
+    open_nvml,
+    parse_sim_gpu,
+    throttle_names,
 )
+from deployctl.adapters.procs import ProcessTree
+from deployctl.bench.result import LevelTelemetry
+from deployctl.bench.telemetry import (
+    GpuSample,
+    ProcSample,
+    Sample,
+    render_telemetry,
+    samples_from_dicts,
+    samples_to_dicts,
+    summarize,
+)
+from deployctl.live.telemetry import TelemetrySampler
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.adapters.unitfiles import UnitFiles, atomic_write, deployctl_keys, unit_sha256
+from deployctl.adapters.unitfiles import (
+    UnitFiles,
+    atomic_write,
+    deployctl_keys,
+    unit_sha256,
+)
 from deployctl.errors import InputError, SystemdError
 
 

@@ -3,7 +3,6 @@
 import argparse
 
 import msgspec
-
 from sglang.srt.arg_groups.arg_utils import add_cli_args_from_dataclass
 from sglang.srt.arg_groups.fields.exec_ import ExecGraph
 from sglang.srt.arg_groups.fields.model import Model

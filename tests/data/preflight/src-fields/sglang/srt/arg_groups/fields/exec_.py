@@ -3,7 +3,6 @@ from __future__ import annotations
 from typing import Optional
 
 import msgspec
-
 from sglang.srt.arg_groups.arg_utils import A, Arg
 from sglang.srt.arg_groups.choices import Backend
 

@@ -4,7 +4,6 @@ import argparse
 from typing import List, Literal, Optional
 
 import msgspec
-
 from sglang.srt.arg_groups.arg_utils import A, Arg, Derived
 
 

@@ -216,7 +216,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Judged:
-    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID (deployctl.judge)
+    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID (deployctl.judge.verdict)
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
 

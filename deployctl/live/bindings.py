@@ -1,10 +1,6 @@
 """The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, load
 engine, judge, gates, pre-flight. Each class is a thin translation into the runner's plain values; the
-modules' own APIs stay theirs.
-
-``Site`` gathers what every promote-family verb needs about one deployment: the inventory, the policy,
-the URL, where systemd and the unit files are (``deployctl.restart.Endpoint``: the host's, or a sandbox's
-via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks.
+modules' own APIs stay theirs. ``live_adapters(site, profile)`` builds the set a promote runs with.
 """
 
 from __future__ import annotations
@@ -12,145 +8,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from statistics import mean
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
-from deployctl.adapters.unitfiles import UnitFiles, unit_sha256
-from deployctl.benchresult import BenchResult
-from deployctl.errors import DeployctlError, InputError, SystemdError
-from deployctl.inventory import Deployment, Inventory, deployment_policy, resolve_profile
-from deployctl.policy import Policy
-from deployctl.render import RenderedUnit, render_unit
-from deployctl.restart import Endpoint, http_health_probe, restart_and_wait
-from deployctl.runner import (
-    Adapters,
+from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.bench.result import BenchResult
+from deployctl.errors import DeployctlError, SystemdError
+from deployctl.inventory.policy import Policy
+from deployctl.live.restart import http_health_probe, restart_and_wait
+from deployctl.live.runner import Adapters, Progress, QuietProgress
+from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,
     LevelRow,
     Plan,
     PreflightResult,
-    Progress,
-    QuietProgress,
     StartOutcome,
 )
-from deployctl.startup import StartupReport, parse_lines
+from deployctl.startup.parser import StartupReport, parse_lines
 
 log = logging.getLogger("deployctl")
+from deployctl.live.site import Site
 
-
-@dataclass(frozen=True)
-class Site:
-    inv: Inventory
-    deployment: Deployment
-    policy: Policy
-    endpoint: Endpoint
-    state_dir: Path
-    default_python: str = sys.executable
-
-    @property
-    def name(self) -> str:
-        return self.deployment.name
-
-    @property
-    def unit(self) -> str:
-        return self.deployment.unit
-
-    @property
-    def simulated(self) -> bool:
-        return bool(self.inv.host_of(self.deployment).simulated)
-
-    @property
-    def url(self) -> str:
-        address = "127.0.0.1" if self.simulated else self.inv.host_of(self.deployment).address
-        return f"http://{address}:{self.deployment.port}"
-
-    @property
-    def host(self) -> str:
-        return self.deployment.host
-
-    def unit_files(self) -> UnitFiles:
-        return self.endpoint.unit_files()
-
-    def render(self, profile: str) -> RenderedUnit:
-        return render_unit(self.inv, self.deployment, profile, default_python=self.default_python)
-
-    def plan(self, profile: str, *, need_known_good: bool = True) -> Plan:
-        """Render ``profile`` and compare it with the known-good unit installed now.
-
-        ``need_known_good=False`` (``--dry-run``) plans even where nothing is installed yet."""
-        rendered = self.render(profile)
-        self.refuse_leftover_trial()
-        files = self.unit_files()
-        known = files.known_good(self.unit)
-        if known is None and need_known_good:
-            raise InputError(
-                f"{self.unit} is not installed: a promote needs a known-good unit to fall back to",
-                hint=f"install the baseline first: `deployctl restart {self.name} --profile baseline`",
-            )
-        resolved = resolve_profile(self.inv, self.deployment, profile)
-        return Plan(
-            deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=rendered.text,
-            candidate_hash=unit_sha256(rendered.text), known_good_text=known.text if known else None,
-            known_good_hash=unit_sha256(known.text) if known else None, url=self.url, policy=self.policy,
-            host=self.host, flags=resolved.flags, env=resolved.env,
-            **self._profile_diff(known.profile if known else None, profile, installed=known is not None),
-        )
-
-    def refuse_leftover_trial(self) -> None:
-        """``InputError`` when a trial is installed: the caller holds the lock, so its promote is unfinished."""
-        trial = self.unit_files().trial(self.unit)
-        if trial is not None:
-            raise InputError(
-                f"a trial of {self.unit} is installed ({trial.path}) but no promote of {self.name} is running",
-                hint=f"`deployctl rollback -d {self.name}` removes it and restarts the known-good unit",
-            )
-
-    def _profile_diff(self, installed_profile: str | None, profile: str, *, installed: bool = True) -> dict[str, Any]:
-        from deployctl.profilediff import diff_profiles, format_profile_diff
-
-        if not installed:
-            return {"profile_diff": (f"(nothing installed as {self.unit} yet: a promote needs a known-good unit;"
-                                     f" `deployctl restart {self.name} --profile baseline` installs one)",)}
-        if not installed_profile or installed_profile not in self.deployment.profiles:
-            return {"profile_diff": (f"(the installed unit's profile {installed_profile or '?'} is not in the inventory)",)}
-        diff = diff_profiles(resolve_profile(self.inv, self.deployment, installed_profile),
-                             resolve_profile(self.inv, self.deployment, profile))
-        lines = [f"{installed_profile} → {profile}:", *format_profile_diff(diff)]
-        return {"profile_diff": tuple(lines), "profile_diff_data": diff}
-
-    def known_good_plan(self, text: str | None = None) -> Plan:
-        """A plan whose only purpose is to bring the known-good unit back (rollback, recovery)."""
-        files = self.unit_files()
-        known = files.known_good(self.unit)
-        text = text if text is not None else (known.text if known else None)
-        if text is None:
-            raise InputError(f"no known-good {self.unit} to restore", hint="install the baseline first")
-        h = unit_sha256(text)
-        profile = (known.profile if known else None) or "known-good"
-        return Plan(deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=text, candidate_hash=h,
-                    known_good_text=text, known_good_hash=h, url=self.url, policy=self.policy, host=self.host)
-
-
-def make_site(inv: Inventory, deployment: str | None, state_dir: Path, env: Mapping[str, str] | None = None) -> Site:
-    """The deployment named, or the only one; ``env`` supplies the ``DEPLOYCTL_*`` endpoint overrides."""
-    env = dict(os.environ if env is None else env)
-    if deployment is None:
-        if len(inv.deployments) != 1:
-            known = ", ".join(inv.deployments)
-            raise InputError(f"the inventory has {len(inv.deployments)} deployments: say which with -d ({known})")
-        deployment = next(iter(inv.deployments))
-    dep = inv.deployment(deployment)
-    return Site(inv, dep, deployment_policy(inv, dep), Endpoint.from_env(env), Path(state_dir))
-
-
-# --- Units ------------------------------------------------------------------------------------------
+log = logging.getLogger("deployctl")
 
 
 class LiveUnits:
@@ -231,9 +115,6 @@ def start_outcome(outcome: Any, startup: StartupReport) -> StartOutcome:
     return StartOutcome(False, outcome.kind, message, last, data, outcome.elapsed_s)
 
 
-# --- Startup ----------------------------------------------------------------------------------------
-
-
 class LiveStartup:
     def __init__(self, systemd: Systemd, site: Site) -> None:
         self.systemd = systemd
@@ -248,7 +129,7 @@ class LiveStartup:
         return parse_lines(line.text for line in lines if not line.from_manager).to_dict()
 
     def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]:
-        from deployctl.startupdiff import diff_startups
+        from deployctl.startup.diff import diff_startups
 
         if baseline is None:
             return ()
@@ -256,9 +137,6 @@ class LiveStartup:
         changes = diff_startups(StartupReport.from_dict(baseline), StartupReport.from_dict(candidate),
                                 profile_diff=plan.profile_diff_data, host=host)
         return tuple(change.text for change in changes)
-
-
-# --- Bench ------------------------------------------------------------------------------------------
 
 
 class LiveBench:
@@ -276,7 +154,7 @@ class LiveBench:
 
     def _progress(self, p: Any) -> None:
         """One line per finished trial, so a long sweep shows it is moving."""
-        from deployctl.telemetry import render_telemetry
+        from deployctl.bench.telemetry import render_telemetry
 
         if self.note is not None and p.result is not None:
             t = p.result
@@ -303,8 +181,10 @@ class LiveBench:
         return True
 
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
-        from deployctl.bench import merge_results, run_sweep
-        from deployctl.telemetry import TelemetrySampler, samples_to_dicts
+        from deployctl.bench.result import merge_results
+        from deployctl.bench.telemetry import samples_to_dicts
+        from deployctl.live.sweep import run_sweep
+        from deployctl.live.telemetry import TelemetrySampler
 
         if isinstance(trials, int):
             parts: list[tuple[Sequence[int] | None, int]] = [(levels, trials)]
@@ -355,12 +235,9 @@ class LiveBench:
         return lines
 
     def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
-        from deployctl.bench import merge_results
+        from deployctl.bench.result import merge_results
 
         return merge_results(a, b)
-
-
-# --- Judge ------------------------------------------------------------------------------------------
 
 
 class LiveJudge:
@@ -368,14 +245,14 @@ class LiveJudge:
         self.policy = policy
 
     def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult:
-        from deployctl.gates import check_startup_gates
+        from deployctl.judge.gates import check_startup_gates
 
         verdict = check_startup_gates(StartupReport.from_dict(baseline) if baseline else None,
                                       StartupReport.from_dict(candidate), self.policy.gates)
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
     def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
-        from deployctl.judge import judge
+        from deployctl.judge.verdict import judge
 
         verdict = judge(baseline, candidate, self.policy.judge)
         rows = tuple(
@@ -386,7 +263,7 @@ class LiveJudge:
         return JudgeResult(verdict.outcome.value, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
 
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
-        from deployctl.judge import drift_check
+        from deployctl.judge.verdict import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
         return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
@@ -405,9 +282,6 @@ def _change(level_verdict: Any) -> float | None:
     return None
 
 
-# --- Preflight --------------------------------------------------------------------------------------
-
-
 class LivePreflight:
     def __init__(self, site: Site, profile: str) -> None:
         self.site = site
@@ -424,9 +298,6 @@ class LivePreflight:
 
 def _finding(f: Any) -> str:
     return f"{f.message} [{f.code}]" + (f" (hint: {f.hint})" if f.hint else "")
-
-
-# --- assembly -----------------------------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
@@ -449,4 +320,3 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
 class _NoPreflight:
     async def check(self, plan: Plan) -> PreflightResult:
         return PreflightResult()
-

@@ -23,7 +23,8 @@ from typing import Any, Mapping
 import yaml
 
 from deployctl.facts.interactions import arch_gate, field_name
-from deployctl.startup import StartupReport
+from deployctl.startup.parser import StartupReport
+
 
 @dataclass(frozen=True)
 class FlagDifference:

@@ -3,7 +3,7 @@
 The transport hands each read's SSE payloads, stamped with one ``perf_counter`` time, to a
 :class:`StreamRecorder`; the recorder keeps only timestamps (``array('d')``, 8 bytes per chunk) and the
 server's usage numbers. :func:`summarize_trial` turns a trial's records into a
-:class:`~deployctl.benchresult.TrialResult` (definitions in that module's docstring) and decides validity.
+:class:`~deployctl.bench.result.TrialResult` (definitions in that module's docstring) and decides validity.
 
 A chunk is not a token: under speculative decoding (MTP/EAGLE) one SSE chunk carries several tokens,
 so output tokens come from the server's ``usage.completion_tokens`` (``stream_options.include_usage``);
@@ -21,7 +21,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from deployctl.benchresult import LevelTelemetry, Percentiles, RequestSample, TrialResult
+from deployctl.bench.result import (
+    LevelTelemetry,
+    Percentiles,
+    RequestSample,
+    TrialResult,
+)
 
 DONE = b"[DONE]"
 RETRACT_MARKER = "KV cache pool is full. Retract requests."

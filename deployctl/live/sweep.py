@@ -1,9 +1,9 @@
-"""Run a benchmark sweep against one server and put the result in ``deployctl.benchresult`` form.
+"""Run a benchmark sweep against one server and put the result in ``deployctl.bench.result`` form.
 
 ``run_sweep`` asks the server what it is (/server_info, /model_info), plans the sweep
-(``deployctl.loadplan``), sends discarded warm-up requests, then runs each level's trials one after
+(``deployctl.bench.plan``), sends discarded warm-up requests, then runs each level's trials one after
 another through the load transport (``deployctl.adapters.http_load``) and summarizes each trial
-(``deployctl.metrics``). Closed loop by default: C workers, each sending its next request as soon as
+(``deployctl.bench.metrics``). Closed loop by default: C workers, each sending its next request as soon as
 its previous one ends, so there is never client-side queueing in TTFT, and TTFT starts when the
 request's bytes are written (connection set-up in a burst of C=1024 is not the server's time). Open
 loop (``request_rate``): Poisson arrivals, at most C in flight; time spent waiting for a free slot is
@@ -20,15 +20,12 @@ import inspect
 import itertools
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from deployctl.adapters.http_control import ControlClient
 from deployctl.adapters.http_load import LoadClient, LoadError
-from deployctl.benchresult import BenchResult, LevelResult, LevelTelemetry, TrialResult
-from deployctl.errors import InputError
-from deployctl.loadplan import COMPLETIONS_PATH, DEFAULT_VOCAB_SIZE, LevelPlan, LoadRequest, Workload, plan_sweep
-from deployctl.metrics import (
+from deployctl.bench.metrics import (
     ClientCheck,
     RequestRecord,
     StreamRecorder,
@@ -37,7 +34,21 @@ from deployctl.metrics import (
     percentiles,
     summarize_trial,
 )
-from deployctl.policy import BenchPolicy
+from deployctl.bench.plan import (
+    COMPLETIONS_PATH,
+    DEFAULT_VOCAB_SIZE,
+    LevelPlan,
+    LoadRequest,
+    Workload,
+    plan_sweep,
+)
+from deployctl.bench.result import (
+    BenchResult,
+    LevelTelemetry,
+    TrialResult,
+    group_levels,
+)
+from deployctl.inventory.policy import BenchPolicy
 
 _LAG_PROBE_S = 0.05
 
@@ -143,7 +154,7 @@ async def run_sweep(
         input_tokens=policy.input_tokens,
         output_tokens=policy.output_tokens,
         started_at=started_at,
-        levels=_group(results),
+        levels=group_levels(results),
         server_info={k: v for k, v in facts.items() if v is not None},
         client=LoadClient.name,
     )
@@ -314,64 +325,3 @@ def server_facts(server_info: dict[str, Any], model_info: dict[str, Any], model_
     }
 
 
-def _group(trials: Iterable[TrialResult]) -> tuple[LevelResult, ...]:
-    by_c: dict[int, list[TrialResult]] = {}
-    for t in trials:
-        by_c.setdefault(t.concurrency, []).append(t)
-    return tuple(LevelResult(c, tuple(ts)) for c, ts in by_c.items())
-
-
-def merge_results(a: BenchResult, b: BenchResult) -> BenchResult:
-    """``a`` with ``b``'s trials added (renumbered after ``a``'s) — for the judge's extra trials."""
-    if (a.input_tokens, a.output_tokens) != (b.input_tokens, b.output_tokens):
-        raise InputError(
-            f"cannot merge a {a.input_tokens}/{a.output_tokens} sweep with a {b.input_tokens}/{b.output_tokens} one",
-            hint="extra trials must use the same input and output token counts as the first ones",
-        )
-    merged: dict[int, list[TrialResult]] = {lv.concurrency: list(lv.trials) for lv in a.levels}
-    for lv in b.levels:
-        have = merged.setdefault(lv.concurrency, [])
-        for t in lv.trials:
-            have.append(replace(t, trial=len(have)))
-    return replace(a, levels=tuple(LevelResult(c, tuple(ts)) for c, ts in merged.items()),
-                   telemetry_samples=a.telemetry_samples + b.telemetry_samples)
-
-
-def render_table(result: BenchResult) -> str:
-    """The operators' table, one row per trial, plus TTFT/ITL columns; under it a line per invalid trial
-    and one per note of a level (e.g. C above the server's capacity), numbered from the rows."""
-    many = any(len(lv.trials) > 1 for lv in result.levels)
-    head = ["C"] + (["Trial"] if many else []) + [
-        "Agg tok/s", "Per-req tok/s", "Tokens", "Wall(s)", "Ok", "TTFT p50/p99 (ms)", "ITL p50/p99 (ms)",
-    ]
-    rows, notes = [], []
-    numbers: dict[str, int] = {}  # one number per distinct line: a note shared by a level's trials once
-
-    def number(text: str) -> str:
-        if text not in numbers:
-            numbers[text] = len(notes) + 1
-            notes.append(f"[{numbers[text]}] {text}")
-        return f"[{numbers[text]}]"
-
-    for lv in result.levels:
-        for t in lv.trials:
-            marks = [] if t.valid else [number(f"C={t.concurrency} trial {t.trial}: invalid: {t.invalid_reason}")]
-            marks += [number(f"C={t.concurrency}: {n}") for n in t.notes]
-            mark = f" {''.join(marks)}" if marks else ""
-            ok = f"{t.requests_ok}" if not t.requests_failed else f"{t.requests_ok} ({t.requests_failed} failed)"
-            rows.append([f"{t.concurrency}{mark}"] + ([str(t.trial)] if many else []) + [
-                f"{t.output_tok_s:.1f}", _num(t.per_request_tok_s.mean, 1), str(t.output_tokens), f"{t.wall_s:.1f}",
-                ok, f"{_ms(t.ttft_s.p50)} / {_ms(t.ttft_s.p99)}", f"{_ms(t.itl_s.p50)} / {_ms(t.itl_s.p99)}",
-            ])
-    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    line = lambda cells: "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
-    return "\n".join(out + notes)
-
-
-def _num(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{1000 * value:.1f}"

@@ -8,16 +8,14 @@ baseline, the verdict and its reasons, what was done to the host, and which rele
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from statistics import mean
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Iterable, Sequence
 
-from deployctl import machine as m
-from deployctl.adapters.ledger import Release
-from deployctl.benchresult import BenchResult, LevelTelemetry
-from deployctl.runner import LevelRow, Plan, PromoteOutcome
+from deployctl.bench.result import BenchResult, LevelTelemetry
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
+from deployctl.promote.records import Release
 
 HEADLINE = {
     m.Result.KEPT: "KEPT: the candidate is live",
@@ -49,14 +47,14 @@ def level_rows(baseline: BenchResult | None, candidate: BenchResult | None, judg
     return rows
 
 
-def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+def num(value: float | None, fmt: str = "{:.1f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
 def table_lines(rows: Sequence[LevelRow]) -> list[str]:
     header = ("C", "baseline tok/s", "candidate tok/s", "change", "verdict")
     body = [
-        (str(r.concurrency), _num(r.baseline_tok_s), _num(r.candidate_tok_s), _num(r.change_pct, "{:+.1f} %"), r.verdict)
+        (str(r.concurrency), num(r.baseline_tok_s), num(r.candidate_tok_s), num(r.change_pct, "{:+.1f} %"), r.verdict)
         for r in rows
     ]
     widths = [max(len(x[i]) for x in (header, *body)) for i in range(len(header))]
@@ -70,7 +68,7 @@ def table_lines(rows: Sequence[LevelRow]) -> list[str]:
 def telemetry_lines(baseline: BenchResult | None, candidate: BenchResult | None) -> list[str]:
     """Per level, what the GPUs and the server's processes did, baseline beside candidate (the incidents'
     clue: 250 W of 600 W under load, then 125 W), and the levels' notes (C above capacity)."""
-    from deployctl.telemetry import render_telemetry
+    from deployctl.bench.telemetry import render_telemetry
 
     out = []
     for c in sorted({lv.concurrency for r in (baseline, candidate) if r for lv in r.levels}):
@@ -280,54 +278,3 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
 # --- printing ---------------------------------------------------------------------------------------
 
 
-def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[LevelRow] = ()) -> None:
-    """Print ``lines``; on a terminal the benchmark table is drawn by rich instead of as plain text."""
-    out = stream or sys.stdout
-    if not out.isatty() or not rows:
-        out.write("\n".join(lines) + "\n")
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out)
-    table_text = table_lines(rows)
-    start = lines.index(table_text[0]) if table_text[0] in lines else None
-    before = lines if start is None else lines[:start]
-    after = [] if start is None else lines[start + len(table_text):]
-    console.print("\n".join(before), highlight=False, markup=False, soft_wrap=True)
-    table = Table()
-    for title in ("C", "baseline tok/s", "candidate tok/s", "change"):
-        table.add_column(title, justify="right")
-    table.add_column("verdict")
-    for r in rows:
-        style = "red" if r.verdict.upper().startswith("FAIL") else "green" if r.verdict.upper() == "PASS" else None
-        table.add_row(str(r.concurrency), _num(r.baseline_tok_s), _num(r.candidate_tok_s), _num(r.change_pct, "{:+.1f} %"),
-                      r.verdict, style=style)
-    if start is not None:
-        console.print(table)
-    console.print("\n".join(after), highlight=False, markup=False, soft_wrap=True)
-
-
-def emit_json(data: Any, stream: TextIO | None = None) -> None:
-    (stream or sys.stdout).write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-class TerminalProgress:
-    """Progress for a promote: a spinner line per step on a terminal, a plain line per step otherwise."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.started = time.monotonic()
-
-    def step(self, phase: m.Phase, text: str) -> None:
-        elapsed = time.monotonic() - self.started
-        if self.stream.isatty():
-            self.stream.write(f"\x1b[2m[{elapsed:6.1f}s]\x1b[0m \x1b[1m{phase.value:<9}\x1b[0m {text}\n")
-        else:
-            self.stream.write(f"[{elapsed:6.1f}s] {phase.value:<9} {text}\n")
-        self.stream.flush()
-
-    def detail(self, text: str) -> None:
-        """A line within a step (a finished benchmark trial), indented under it."""
-        self.stream.write(f"{'':20}{text}\n")
-        self.stream.flush()

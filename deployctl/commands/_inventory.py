@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TextIO
 
-from deployctl.inventory import Inventory, load_inventory
+from deployctl.inventory.model import Inventory, load_inventory
 
 DEFAULT_INVENTORY = "/etc/deployctl/inventory.yaml"
 INVENTORY_ENV = "DEPLOYCTL_INVENTORY"

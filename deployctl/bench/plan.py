@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from deployctl.policy import BenchPolicy
+from deployctl.inventory.policy import BenchPolicy
 
 COMPLETIONS_PATH = "/v1/completions"
 # Token ids are drawn away from both ends of the vocabulary, where tokenizers keep special and

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from deployctl.startup import StartupReport
-from deployctl.startupdiff import FactChange, FlagDifference, mamba_ratio
+from deployctl.startup.diff import FactChange, FlagDifference, mamba_ratio
+from deployctl.startup.parser import StartupReport
 
 # What an operator does next, per failure kind.
 HINTS = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from deployctl.policy import StartupGates
-from deployctl.startup import MoeWarning, StartupReport
+from deployctl.inventory.policy import StartupGates
+from deployctl.startup.parser import MoeWarning, StartupReport
 
 ReportLike = Union[StartupReport, Mapping[str, Any]]
 

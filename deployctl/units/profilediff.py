@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from deployctl.inventory import ResolvedProfile
+from deployctl.inventory.model import ResolvedProfile
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ Metric definitions (vLLM/SGLang vocabulary):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Iterable
+
+from deployctl.errors import InputError
 
 SCHEMA_VERSION = 1
 
@@ -104,7 +106,7 @@ class BenchResult:
     server_info: dict[str, Any] = field(default_factory=dict)  # version, effective mrr, … when known
     client: str = ""  # load transport and version, for the record
     schema_version: int = SCHEMA_VERSION
-    # Raw GPU/process telemetry samples taken during the sweep (deployctl.telemetry.samples_to_dicts),
+    # Raw GPU/process telemetry samples taken during the sweep (deployctl.live.telemetry.samples_to_dicts),
     # when the caller sampled: kept for the ledger, summarized per trial in TrialResult.telemetry.
     telemetry_samples: tuple[dict[str, Any], ...] = ()
 
@@ -160,3 +162,26 @@ _NESTED: dict[tuple[str, str], type] = {
     ("TrialResult", "telemetry"): LevelTelemetry,
     **{("TrialResult", n): Percentiles for n in ("per_request_tok_s", "ttft_s", "itl_s", "tpot_s", "e2e_s")},
 }
+
+
+def group_levels(trials: Iterable[TrialResult]) -> tuple[LevelResult, ...]:
+    by_c: dict[int, list[TrialResult]] = {}
+    for t in trials:
+        by_c.setdefault(t.concurrency, []).append(t)
+    return tuple(LevelResult(c, tuple(ts)) for c, ts in by_c.items())
+
+
+def merge_results(a: BenchResult, b: BenchResult) -> BenchResult:
+    """``a`` with ``b``'s trials added (renumbered after ``a``'s) — for the judge's extra trials."""
+    if (a.input_tokens, a.output_tokens) != (b.input_tokens, b.output_tokens):
+        raise InputError(
+            f"cannot merge a {a.input_tokens}/{a.output_tokens} sweep with a {b.input_tokens}/{b.output_tokens} one",
+            hint="extra trials must use the same input and output token counts as the first ones",
+        )
+    merged: dict[int, list[TrialResult]] = {lv.concurrency: list(lv.trials) for lv in a.levels}
+    for lv in b.levels:
+        have = merged.setdefault(lv.concurrency, [])
+        for t in lv.trials:
+            have.append(replace(t, trial=len(have)))
+    return replace(a, levels=tuple(LevelResult(c, tuple(ts)) for c, ts in merged.items()),
+                   telemetry_samples=a.telemetry_samples + b.telemetry_samples)

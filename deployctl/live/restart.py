@@ -19,11 +19,19 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from deployctl.adapters.journal import Journal, JournalLine
-from deployctl.adapters.systemd import JobResult, Systemd, UnitState
-from deployctl.adapters.unitfiles import DEFAULT_BACKUP_DIR, DEFAULT_RUNTIME_DIR, DEFAULT_UNIT_DIR, UnitFiles
+from deployctl.adapters.journal import Journal
+from deployctl.adapters.systemd import JobResult, Systemd
+from deployctl.adapters.unitfiles import (
+    DEFAULT_BACKUP_DIR,
+    DEFAULT_RUNTIME_DIR,
+    DEFAULT_UNIT_DIR,
+    UnitFiles,
+)
 from deployctl.errors import UnitNotFound
-from deployctl.readiness import READY_LINE, Clock, Crashed, Probe, ReadyOutcome, wait_ready
+from deployctl.live.ready_wait import Clock, Probe, wait_ready
+from deployctl.startup.journal_line import JournalLine
+from deployctl.startup.readiness import READY_LINE, Crashed, ReadyOutcome
+from deployctl.units.state import UnitState
 
 DEFAULT_STARTUP_TIMEOUT_S = 1800.0
 _LAST_LINES = 20

@@ -22,14 +22,21 @@ from pathlib import Path as FsPath
 from typing import Any, Iterable, Mapping, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from deployctl.errors import InputError
-from deployctl.inventory_errors import InventoryInvalid, Problem
-from deployctl.inventory_flags import ALIASES, KNOWN_FLAGS, RESERVED_ENV, RESERVED_FLAGS
-from deployctl.inventory_yaml import MarkedYaml, load_marked
-from deployctl.policy import Policy
-from deployctl.unitescape import ENV_NAME, forbidden_character
+from deployctl.inventory.flags import ALIASES, KNOWN_FLAGS, RESERVED_ENV, RESERVED_FLAGS
+from deployctl.inventory.marked_yaml import MarkedYaml, load_marked
+from deployctl.inventory.policy import Policy
+from deployctl.inventory.problems import InventoryInvalid, Problem
+from deployctl.units.escape import ENV_NAME, forbidden_character
 
 __all__ = [
     "Deployment", "Gpus", "Host", "Inventory", "InventoryInvalid", "ModelPreset", "Problem", "Profile",

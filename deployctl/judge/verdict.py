@@ -4,7 +4,7 @@ Pure: two ``BenchResult``s and a ``JudgePolicy`` in, a ``Verdict`` out, every le
 its confidence interval, the test used and a reason in the operator's words, e.g.
 ``C=64: −12.4 % (95 % CI −14.1 … −10.6 %), limit −5 %: regressed beyond the limit``.
 
-Per level (the baseline's levels; the trial is the unit of replication, ``deployctl.stats``):
+Per level (the baseline's levels; the trial is the unit of replication, ``deployctl.judge.stats``):
 
 - FAIL    the regression is statistically clear (the interval excludes 0) and its estimate is beyond
           the limit;
@@ -31,9 +31,9 @@ from enum import Enum
 from statistics import median
 from typing import Any, Callable, Iterable
 
-from deployctl.benchresult import BenchResult, LevelResult, TrialResult
-from deployctl.policy import JudgePolicy
-from deployctl.stats import ChangeInterval, log_ratio_interval, outlier_indices
+from deployctl.bench.result import BenchResult, LevelResult, TrialResult
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.stats import ChangeInterval, log_ratio_interval, outlier_indices
 
 
 class Outcome(str, Enum):

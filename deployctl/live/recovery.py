@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from deployctl import machine as m
-from deployctl.adapters.ledger import Ledger, Release
-from deployctl.benchresult import BenchResult
-from deployctl.runner import Adapters, Evidence, Plan, Runner
+from deployctl.adapters.ledger import Ledger
+from deployctl.bench.result import BenchResult
+from deployctl.live.runner import Adapters, Runner
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import Evidence, Plan
+from deployctl.promote.records import Release
 
 log = logging.getLogger("deployctl")
 

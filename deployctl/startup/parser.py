@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from deployctl.startup_failure import (
+from deployctl.startup.failure import (
     ARGPARSE_ERROR_RE,
     EXCEPTION_LINE_RE,
     GENERIC_KINDS,
@@ -31,9 +31,13 @@ from deployctl.startup_failure import (
     exception_message,
     unknown_flags,
 )
-from deployctl.startup_lines import EMBEDDED_RE as _EMBEDDED_RE
-from deployctl.startup_lines import Rank, Record, simple_record, split_records
-from deployctl.startup_serverargs import known_field_sets, parse_server_args, version_from_fields
+from deployctl.startup.lines import EMBEDDED_RE as _EMBEDDED_RE
+from deployctl.startup.lines import Rank, Record, simple_record, split_records
+from deployctl.startup.serverargs import (
+    known_field_sets,
+    parse_server_args,
+    version_from_fields,
+)
 
 PHASES = ("arguments", "distributed_init", "load_weights", "kv_cache", "cuda_graphs", "http_server",
           "warmup", "ready")

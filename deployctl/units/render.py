@@ -1,6 +1,6 @@
 """Render a deployment's profile into a systemd unit (Jinja2, StrictUndefined).
 
-The only importer of Jinja2. Every value reaches the template already quoted by ``deployctl.unitescape``
+The only importer of Jinja2. Every value reaches the template already quoted by ``deployctl.units.escape``
 (and the same quoting is offered to custom templates as filters), so the template decides layout,
 never escaping. The unit carries ``X-Deployctl-Deployment/Profile/Hash`` in ``[Unit]``; the hash is the
 SHA-256 of the unit text with the hash's own value blanked, so ``read_stamp`` can tell whether an
@@ -19,15 +19,27 @@ from typing import Callable
 import jinja2
 
 from deployctl.errors import InputError
-from deployctl.inventory import Deployment, FlagValue, Host, Inventory, ResolvedProfile, resolve_profile
-from deployctl.unitescape import environment_assignment, exec_arg, forbidden_character, plain_value
+from deployctl.inventory.model import (
+    Deployment,
+    FlagValue,
+    Host,
+    Inventory,
+    ResolvedProfile,
+    resolve_profile,
+)
+from deployctl.units.escape import (
+    environment_assignment,
+    exec_arg,
+    forbidden_character,
+    plain_value,
+)
 
 __all__ = [
     "RenderedUnit", "UnitStamp", "exec_argv", "flag_arguments", "read_stamp", "render_unit",
     "unit_content_hash", "unit_environment",
 ]
 
-REPO_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "deployctl.sim"
 _HASH_LINE = re.compile(r"^(X-Deployctl-Hash=).*$", re.MULTILINE)

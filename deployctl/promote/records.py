@@ -1,0 +1,65 @@
+"""What the ledger keeps of a release, as read back: the rows the reports and recovery work from.
+
+The ledger adapter writes and reads them; these are the plain values it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Release:
+    id: int
+    deployment: str
+    kind: str
+    profile: str | None
+    unit_name: str
+    unit_text: str
+    unit_hash: str
+    redacted: bool
+    flags: dict[str, Any]
+    env: dict[str, str]
+    host: str | None
+    who: str
+    pid: int | None
+    started_at: float
+    finished_at: float | None
+    phase: str | None
+    state: dict[str, Any] | None
+    previous_id: int | None
+    baseline_startup: dict[str, Any] | None
+    startup: dict[str, Any] | None
+    verdict: str | None
+    reasons: list[str]
+    result: str | None
+    live: bool
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    phase: str
+    kind: str
+    name: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredBench:
+    release_id: int
+    role: str
+    at: float
+    unit_hash: str
+    host: str | None
+    sglang_version: str | None
+    bench_key: str
+    result: dict[str, Any]
