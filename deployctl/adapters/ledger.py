@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from deployctl.errors import DeployctlError, InputError
 from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.units.stamp import read_stamp, unit_hash
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
@@ -36,6 +37,7 @@ _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGN
 _ENV_ASSIGNMENT = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>"[^"]*"|[^\s"]*)')
 _SECRET_FLAG = re.compile(r"(--[a-z0-9-]*(?:key|token|secret|password)[a-z0-9-]*)(=|\s+)(\S+)", re.IGNORECASE)
 
+_LEDGER_VERSION = 1  # PRAGMA user_version; Ledger._migrate brings older ledgers up to it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -158,11 +160,35 @@ class Ledger:
             self._db.execute("PRAGMA synchronous=FULL")  # the intent must survive a power cut
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except (sqlite3.Error, OSError) as exc:
             raise DeployctlError(
                 f"cannot open the ledger {path}: {exc}",
                 hint="run as root, or point --state-dir / $DEPLOYCTL_STATE_DIR at a writable directory",
             ) from exc
+
+    def _migrate(self) -> None:
+        """Bring a ledger written by an older deployctl to the current rules; its rows stay valid."""
+        self._db.execute("BEGIN IMMEDIATE")  # one process migrates; the others then see the new version
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version < 1:
+                self._rehash_units()
+            self._db.execute(f"PRAGMA user_version={_LEDGER_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _rehash_units(self) -> None:
+        """Version 0 hashed the whole unit text; the one rule now is ``units.stamp.unit_hash`` (the stamp's)."""
+        for row in self._db.execute("SELECT id, unit_text, unit_hash, redacted FROM releases").fetchall():
+            stamp = read_stamp(row["unit_text"])
+            # A redacted text no longer hashes as the original, but its stamp still names the original.
+            new = stamp.sha256 if row["redacted"] and stamp else unit_hash(row["unit_text"])
+            if new != row["unit_hash"]:
+                self._db.execute("UPDATE releases SET unit_hash=? WHERE id=?", (new, row["id"]))
+                self._db.execute("UPDATE benchmarks SET unit_hash=? WHERE unit_hash=?", (new, row["unit_hash"]))
 
     @classmethod
     def open(cls, state_dir: Path, **kwargs: Any) -> "Ledger":

@@ -22,7 +22,7 @@ from deployctl.adapters.ledger import (
     who_from_env,
 )
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.units.stamp import unit_hash
 from deployctl.commands._inventory import (
     add_inventory_argument,
     load_inventory_from_args,
@@ -88,7 +88,7 @@ def adopt_installed(ledger: Ledger, site: Site) -> int | None:
     known = site.unit_files().known_good(site.unit)
     if known is None:
         return None
-    digest = unit_sha256(known.text)
+    digest = unit_hash(known.text)
     live = ledger.live_release(site.name)
     if live is not None and live.unit_hash == digest:
         return live.id
@@ -151,4 +151,4 @@ def read_live_release(site: Site) -> tuple[Release | None, str]:
     known = site.unit_files().known_good(site.unit)
     with Ledger.open(site.state_dir) as ledger:
         release = live_release(ledger, site.name)
-    return release, live_release_line(release, unit_sha256(known.text) if known else None)
+    return release, live_release_line(release, unit_hash(known.text) if known else None)

@@ -7,7 +7,7 @@ import asyncio
 import os
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.units.stamp import unit_hash
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     adopt_installed,
@@ -81,7 +81,7 @@ async def _rollback(site: Site, to: int | None) -> PromoteOutcome | list[str]:
             assert known is not None
             plan = Plan(deployment=site.name, profile=f"release {target.id} ({target.profile or 'unnamed'})",
                         unit_name=site.unit, candidate_text=_text_of(site, target), candidate_hash=target.unit_hash,
-                        known_good_text=known.text, known_good_hash=unit_sha256(known.text), url=site.url,
+                        known_good_text=known.text, known_good_hash=unit_hash(known.text), url=site.url,
                         policy=site.policy, host=site.host)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="rollback", profile=target.profile, unit_name=site.unit,
@@ -109,7 +109,7 @@ def _text_of(site: Site, release: Release) -> str:
     if not release.redacted:
         return release.unit_text
     for text in (_rendered(site, release.profile), site.unit_files().previous(site.unit)):
-        if text and unit_sha256(text) == release.unit_hash:
+        if text and unit_hash(text) == release.unit_hash:
             return text
     raise InputError(
         f"release {release.id}'s unit held secrets, so the ledger keeps it redacted, and neither the inventory's"

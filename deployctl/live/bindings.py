@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
-from deployctl.adapters.unitfiles import unit_sha256
+from deployctl.units.stamp import unit_hash
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, SystemdError
 from deployctl.inventory.policy import Policy
@@ -66,7 +66,7 @@ class LiveUnits:
         if known_good_hash and (current is None or current.sha256 != known_good_hash):
             # The known-good file itself was replaced (a keep cut short, a hand edit): put it back.
             texts = (known_good_text, self.files.previous(name))
-            text = next((t for t in texts if t and unit_sha256(t) == known_good_hash), None)
+            text = next((t for t in texts if t and unit_hash(t) == known_good_hash), None)
             if text is None:
                 raise SystemdError(
                     f"cannot find the known-good text of {name} (sha256 {known_good_hash[:12]}…)",

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from deployctl.adapters.unitfiles import UnitFiles, unit_sha256
+from deployctl.adapters.unitfiles import UnitFiles
+from deployctl.units.stamp import unit_hash
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
     Deployment,
@@ -79,8 +80,8 @@ class Site:
         resolved = resolve_profile(self.inv, self.deployment, profile)
         return Plan(
             deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=rendered.text,
-            candidate_hash=unit_sha256(rendered.text), known_good_text=known.text if known else None,
-            known_good_hash=unit_sha256(known.text) if known else None, url=self.url, policy=self.policy,
+            candidate_hash=unit_hash(rendered.text), known_good_text=known.text if known else None,
+            known_good_hash=unit_hash(known.text) if known else None, url=self.url, policy=self.policy,
             host=self.host, flags=resolved.flags, env=resolved.env,
             **self._profile_diff(known.profile if known else None, profile, installed=known is not None),
         )
@@ -114,7 +115,7 @@ class Site:
         text = text if text is not None else (known.text if known else None)
         if text is None:
             raise InputError(f"no known-good {self.unit} to restore", hint="install the baseline first")
-        h = unit_sha256(text)
+        h = unit_hash(text)
         profile = (known.profile if known else None) or "known-good"
         return Plan(deployment=self.name, profile=profile, unit_name=self.unit, candidate_text=text, candidate_hash=h,
                     known_good_text=text, known_good_hash=h, url=self.url, policy=self.policy, host=self.host)

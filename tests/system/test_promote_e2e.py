@@ -175,6 +175,10 @@ def test_history_shows_all_three(world):
     assert promotes[:3] == [("neutral", "kept"), ("candidate-forced-fusion", "rejected"), ("candidate", "rejected")]
     live = [r for r in releases if r["live"] and r["deployment"] == "glm5-sim"]
     assert live[0]["profile"] == "neutral"
+    # one unit hash: the stamp in the file, `status` and `history` name the installed unit alike
+    status = cli.json("status", "glm5-sim")
+    assert status["unit_intact"] and status["unit_hash"] == live[0]["unit_hash"]
+    assert "differs from it" not in status["live_release_line"]
     shown = cli("show", str(releases[0]["id"]))
     header = next(line for line in shown.stdout.splitlines() if "baseline tok/s" in line)
     assert [c.strip() for c in header.split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]

@@ -24,11 +24,10 @@ from deployctl.inventory.model import (
 )
 from deployctl.units.render import (
     exec_argv,
-    read_stamp,
     render_unit,
-    unit_content_hash,
     unit_environment,
 )
+from deployctl.units.stamp import read_stamp, unit_hash
 
 EXAMPLE = REPO / "inventory" / "example.yaml"
 DEMO = REPO / "inventory" / "demo.yaml"
@@ -178,7 +177,7 @@ def test_stamp_identifies_the_unit_and_detects_hand_edits() -> None:
     stamp = read_stamp(unit.text)
     assert stamp is not None
     assert (stamp.deployment, stamp.profile, stamp.sha256, stamp.intact) == ("glm5", "candidate", unit.sha256, True)
-    assert unit_content_hash(unit.text) == unit.sha256 and len(unit.sha256) == 64
+    assert unit_hash(unit.text) == unit.sha256 and len(unit.sha256) == 64
     edited = unit.text.replace("--tp 8", "--tp 4")
     assert read_stamp(edited).intact is False
     assert read_stamp("[Service]\nExecStart=/bin/true\n") is None

@@ -142,3 +142,29 @@ def test_state_dir_resolution(tmp_path):
     assert resolve_state_dir(tmp_path, {}) == tmp_path
     assert str(resolve_state_dir(None, {"DEPLOYCTL_STATE_DIR": "/x"})) == "/x"
     assert str(resolve_state_dir(None, {})) == "/var/lib/deployctl"
+
+
+def test_a_ledger_of_the_old_hash_rule_is_rehashed_and_its_rows_stay_valid(tmp_path):
+    """Before the ledger had a version, it hashed the whole unit text; ``status`` and the stamp hashed it
+    with the ``X-Deployctl-Hash=`` value blanked, so the same unit showed two hashes."""
+    import hashlib
+
+    from deployctl.units.stamp import unit_hash, with_hash
+
+    text, stamped = with_hash("[Unit]\nX-Deployctl-Deployment=glm5\nX-Deployctl-Profile=baseline\n"
+                              "X-Deployctl-Hash=\n[Service]\nExecStart=/bin/true\n")
+    old = hashlib.sha256(text.encode()).hexdigest()
+    with Ledger.open(tmp_path) as ledger:
+        rid = ledger.begin_release(deployment="glm5", kind="adopted", unit_name="u.service", unit_text=text,
+                                   unit_hash=old, who="root", finished=True, live=True)
+        ledger.save_bench(rid, "baseline", {"levels": []}, unit_hash=old, bench_key="k", host="h", sglang_version="v")
+    db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
+    db.execute("PRAGMA user_version=0")  # as an older deployctl left it
+    db.close()
+    with Ledger.open(tmp_path) as ledger:
+        assert ledger.get(rid).unit_hash == stamped == unit_hash(text) != old
+        assert ledger.release_with_hash("glm5", stamped).id == rid
+        assert ledger.fresh_baseline(unit_hash=stamped, bench_key="k", host="h", sglang_version="v",
+                                     max_age_s=10**10) is not None
+    with Ledger.open(tmp_path) as ledger:  # once only
+        assert ledger.get(rid).unit_hash == stamped
