@@ -25,8 +25,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, InputError
 from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.startup.parser import StartupReport
 from deployctl.units.stamp import read_stamp, unit_hash
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
@@ -252,9 +254,10 @@ class Ledger:
             "UPDATE releases SET phase=?, state_json=? WHERE id=?", (state.get("phase"), _dumps(state), release_id)
         )
 
-    def save_startup(self, release_id: int, role: str, report: Mapping[str, Any] | None) -> None:
+    def save_startup(self, release_id: int, role: str, report: StartupReport | None) -> None:
         column = {"baseline": "baseline_startup_json", "candidate": "startup_json"}[role]
-        self._write(f"UPDATE releases SET {column}=? WHERE id=?", (_dumps(report), release_id))
+        self._write(f"UPDATE releases SET {column}=? WHERE id=?",
+                    (_dumps(report.to_dict() if report is not None else None), release_id))
 
     def finish(self, release_id: int, *, result: str, verdict: str | None, reasons: list[str] | tuple[str, ...]) -> None:
         self._write(
@@ -326,7 +329,7 @@ class Ledger:
         self,
         release_id: int,
         role: str,
-        result: Mapping[str, Any],
+        result: BenchResult,
         *,
         unit_hash: str,
         bench_key: str,
@@ -336,7 +339,7 @@ class Ledger:
         self._write(
             "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(dict(result))),
+            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(result.to_dict())),
         )
 
     def benches(self, release_id: int) -> list[StoredBench]:

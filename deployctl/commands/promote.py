@@ -100,7 +100,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                             baseline_max_age_s=baseline_max_age_s)
             abort_request(lock)  # a request left for a promote that had already ended is not for this one
             _abort_on_signals(runner, lock)
-            return await runner.run(m.start(limits(site.policy, preflight=preflight)))
+            return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
 
 
 def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:

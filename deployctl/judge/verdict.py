@@ -27,27 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from statistics import median
 from typing import Any, Callable, Iterable
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.stats import ChangeInterval, log_ratio_interval, outlier_indices
-
-
-class Outcome(str, Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    INVALID = "INVALID"
-
-
-class LevelState(str, Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    UNKNOWN = "UNKNOWN"
-    INVALID = "INVALID"
 
 
 # Worst first: how level states combine.

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
+from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
     DriftResult,
@@ -34,6 +35,7 @@ from deployctl.promote.evidence import (
     bench_key,
     describe_action,
 )
+from deployctl.startup.parser import StartupReport
 
 log = logging.getLogger("deployctl")
 
@@ -55,7 +57,7 @@ class Bench(Protocol):
 
 
 class Judge(Protocol):
-    def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult: ...
+    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
     def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
 
@@ -65,8 +67,8 @@ class Preflight(Protocol):
 
 
 class Startup(Protocol):
-    async def live_report(self, name: str) -> Mapping[str, Any] | None: ...
-    def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]: ...
+    async def live_report(self, name: str) -> StartupReport | None: ...
+    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
 
 
 class Progress(Protocol):
@@ -140,7 +142,7 @@ class Runner:
         return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
 
     def _finish(self, state: m.State) -> None:
-        verdict = self.evidence.judge.outcome if self.evidence.judge else None
+        verdict = self.evidence.judge.outcome.value if self.evidence.judge else None
         if self.evidence.gate_failures:
             verdict = "FAIL (startup gate)"
         self.ledger.finish(self.release_id, result=state.result.value if state.result else "unknown",
@@ -178,9 +180,6 @@ class Runner:
 
     # --- one handler per action ---------------------------------------------------------------------
 
-    async def _do_MakePlan(self, action: m.MakePlan) -> m.Outcome:
-        return m.Planned(unchanged=self.plan.unchanged)
-
     async def _do_RunPreflight(self, action: m.RunPreflight) -> m.Outcome:
         result = await self.a.preflight.check(self.plan)
         self.evidence.preflight = result
@@ -192,7 +191,7 @@ class Runner:
         report = await self.a.startup.live_report(self.plan.unit_name)
         self.evidence.baseline_startup = report
         self.ledger.save_startup(self.release_id, "baseline", report)
-        version = (report or {}).get("sglang_version")
+        version = report.sglang_version if report else None
         key = bench_key(self.plan.policy)
         fresh = None
         if self.plan.known_good_hash and self.baseline_max_age_s > 0:
@@ -201,7 +200,7 @@ class Runner:
                 sglang_version=version, max_age_s=self.baseline_max_age_s,
             )
         if fresh is not None:
-            self.evidence.baseline = BenchResult.from_dict(fresh.result)
+            self.evidence.baseline = fresh.bench
             self.evidence.baseline_reused_from = fresh.release_id
             return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
         result = await self._traffic(self.plan.url, None, self.plan.policy.judge.baseline_trial_count)
@@ -209,7 +208,7 @@ class Runner:
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         self.evidence.baseline = result
-        self.ledger.save_bench(self.release_id, "baseline", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+        self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=key, host=self.plan.host, sglang_version=version)
         return m.Succeeded()
 
@@ -220,7 +219,7 @@ class Runner:
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
         outcome = await self._start(fresh=False)
         self.evidence.candidate_startup = outcome.startup
-        self.ledger.save_startup(self.release_id, "candidate", dict(outcome.startup) if outcome.startup else None)
+        self.ledger.save_startup(self.release_id, "candidate", outcome.startup)
         if outcome.startup is not None:
             self.evidence.startup_diff = self.a.startup.diff(self.evidence.baseline_startup, outcome.startup, self.plan)
         if outcome.ready:
@@ -229,7 +228,8 @@ class Runner:
         return m.Failed((f"the candidate did not come up ({outcome.kind}): {outcome.message}",))
 
     async def _do_CheckStartupGates(self, action: m.CheckStartupGates) -> m.Outcome:
-        gates = self.a.judge.gates(self.evidence.baseline_startup, self.evidence.candidate_startup or {})
+        assert self.evidence.candidate_startup is not None  # RESTART succeeded only with a ready report
+        gates = self.a.judge.gates(self.evidence.baseline_startup, self.evidence.candidate_startup)
         if gates.passed:
             return m.Succeeded()
         self.evidence.gate_failures = gates.failures
@@ -244,9 +244,10 @@ class Runner:
         else:
             result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
         self.evidence.candidate = result
-        self.ledger.save_bench(self.release_id, "candidate", result.to_dict(), unit_hash=self.plan.candidate_hash,
+        startup = self.evidence.candidate_startup
+        self.ledger.save_bench(self.release_id, "candidate", result, unit_hash=self.plan.candidate_hash,
                                bench_key=bench_key(self.plan.policy), host=self.plan.host,
-                               sglang_version=(self.evidence.candidate_startup or {}).get("sglang_version"))
+                               sglang_version=startup.sglang_version if startup else None)
         return m.Succeeded()
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
@@ -275,7 +276,7 @@ class Runner:
         levels = self.plan.policy.verify_concurrency
         result = await self._traffic(self.plan.url, levels, 1)
         self.evidence.verify = result
-        self.ledger.save_bench(self.release_id, "verify", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+        self.ledger.save_bench(self.release_id, "verify", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=f"verify:{levels}", host=self.plan.host)
         problem = _unusable(result)
         if problem:
@@ -307,7 +308,7 @@ def _failure(action: m.Action, reason: str) -> m.Outcome:
     if isinstance(action, m.VerifyBaseline):
         return m.Verified(False, reasons=(reason,))
     if isinstance(action, m.JudgeCandidate):
-        return m.Judged("INVALID", (reason,))
+        return m.Judged(Verdict.INVALID, (reason,))
     return m.Failed((reason,))
 
 

@@ -1,11 +1,14 @@
 """The promote state machine, pure: no I/O, no clock, no environment.
 
-    PLAN → PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
-                                     │          │         │        │      │      │
-                                     └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
-                                                                                        │          │
-                                                                                        └──────────┴─▶ ROLLBACK_FAILED
+    PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
+                              │          │         │        │      │      │
+                              └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
+                                                                                 │          │
+                                                                                 └──────────┴─▶ ROLLBACK_FAILED
 
+The plan is made before the machine starts (the ledger records the candidate before the first step);
+``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
+INSTALL for a rollback to an earlier release, else at PREFLIGHT (or BASELINE without pre-flight).
 ``next_action(state)`` says what to do next (``None`` once terminal); the runner does it and feeds the
 outcome to ``advance(state, outcome)``. Every path, including "the rollback fails", is a sequence of
 plain values, so tests drive it with scripted outcomes. The state round-trips through JSON
@@ -20,10 +23,10 @@ from enum import Enum
 from typing import Any, Callable, Union
 
 from deployctl.errors import ExitCode
+from deployctl.judge.outcome import Outcome as Verdict
 
 
 class Phase(str, Enum):
-    PLAN = "PLAN"
     PREFLIGHT = "PREFLIGHT"
     BASELINE = "BASELINE"
     INSTALL = "INSTALL"
@@ -83,7 +86,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class State:
-    phase: Phase = Phase.PLAN
+    phase: Phase = Phase.PREFLIGHT
     limits: Limits = field(default_factory=Limits)
     result: Result | None = None  # decided as soon as it is known; final once the phase is terminal
     reasons: tuple[str, ...] = ()
@@ -115,7 +118,8 @@ class State:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "State":
         return cls(
-            phase=Phase(data["phase"]),
+            # A state saved by 0.1 before its first step was PLAN: nothing had been done, as in PREFLIGHT.
+            phase=Phase.PREFLIGHT if data["phase"] == "PLAN" else Phase(data["phase"]),
             limits=Limits(**data.get("limits", {})),
             result=Result(data["result"]) if data.get("result") else None,
             reasons=tuple(data.get("reasons", ())),
@@ -128,11 +132,6 @@ class State:
 
 
 # --- actions: what the runner must do next -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MakePlan:
-    """Render the candidate, read the installed unit, diff them."""
 
 
 @dataclass(frozen=True)
@@ -187,17 +186,12 @@ class VerifyBaseline:
 
 
 Action = Union[
-    MakePlan, RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
+    RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
     BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
 ]
 
 
 # --- outcomes: what happened ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Planned:
-    unchanged: bool = False
 
 
 @dataclass(frozen=True)
@@ -216,7 +210,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Judged:
-    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID (deployctl.judge.verdict)
+    outcome: Verdict
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
 
@@ -235,11 +229,10 @@ class Interrupted:
     reason: str
 
 
-Outcome = Union[Planned, Succeeded, Failed, Judged, Verified, Interrupted]
+Outcome = Union[Succeeded, Failed, Judged, Verified, Interrupted]
 
 
 _ACTIONS = {
-    Phase.PLAN: lambda s: MakePlan(),
     Phase.PREFLIGHT: lambda s: RunPreflight(),
     Phase.BASELINE: lambda s: MeasureBaseline(),
     Phase.INSTALL: lambda s: InstallTrial(),
@@ -253,8 +246,14 @@ _ACTIONS = {
 }
 
 
-def start(limits: Limits = Limits()) -> State:
-    return State(phase=Phase.PLAN, limits=limits)
+def start(limits: Limits = Limits(), *, unchanged: bool = False) -> State:
+    """The first state of a promote whose plan says whether the candidate changes anything."""
+    if unchanged:
+        return State(phase=Phase.DONE, limits=limits, result=Result.UNCHANGED,
+                     reasons=("the candidate renders to the unit already installed",))
+    if not limits.evaluate:
+        return State(phase=Phase.INSTALL, limits=limits)
+    return State(phase=Phase.PREFLIGHT if limits.preflight else Phase.BASELINE, limits=limits)
 
 
 def next_action(state: State) -> Action | None:
@@ -312,18 +311,6 @@ def _interrupted(state: State, reason: str) -> State:
     return _finish(state, Result.ABORTED, (reason, "nothing on the host was changed"))
 
 
-def _plan(state: State, outcome: Outcome) -> State:
-    _expect(outcome, Planned, Failed, phase=state.phase)
-    if isinstance(outcome, Failed):
-        return _refuse(state, outcome.reasons)
-    assert isinstance(outcome, Planned)
-    if outcome.unchanged:
-        return _finish(state, Result.UNCHANGED, ("the candidate renders to the unit already installed",))
-    if not state.limits.evaluate:
-        return replace(state, phase=Phase.INSTALL)
-    return replace(state, phase=Phase.PREFLIGHT if state.limits.preflight else Phase.BASELINE)
-
-
 def _restart(state: State, outcome: Outcome) -> State:
     _expect(outcome, Succeeded, Failed, phase=state.phase)
     if isinstance(outcome, Failed):
@@ -364,12 +351,12 @@ def _bench(state: State, outcome: Outcome) -> State:
 def _judge(state: State, outcome: Outcome) -> State:
     _expect(outcome, Judged, phase=state.phase)
     assert isinstance(outcome, Judged)
-    verdict = outcome.outcome.upper()
-    if verdict == "PASS":
+    verdict = outcome.outcome
+    if verdict is Verdict.PASS:
         return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + outcome.reasons)
-    if verdict in ("FAIL", "INVALID"):
+    if verdict in (Verdict.FAIL, Verdict.INVALID):
         return _reject(state, outcome.reasons)
-    if verdict != "INCONCLUSIVE":
+    if verdict is not Verdict.INCONCLUSIVE:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
     if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
@@ -416,7 +403,6 @@ def _verify(state: State, outcome: Outcome) -> State:
 
 
 _STEPS: dict[Phase, Step] = {
-    Phase.PLAN: _plan,
     Phase.PREFLIGHT: _simple(Phase.BASELINE, _refuse),
     Phase.BASELINE: _simple(Phase.INSTALL, _refuse),
     Phase.INSTALL: _simple(Phase.RESTART, _reject),

@@ -15,6 +15,9 @@ from deployctl.adapters.ledger import (
     who_from_env,
 )
 from deployctl.errors import InputError
+from support.promote import bench, startup
+
+NO_LEVELS = bench({})
 
 UNIT = """[Service]
 Environment=PYTHONUNBUFFERED=1
@@ -78,13 +81,13 @@ def test_release_life_cycle(ledger, clock):
     ledger.record(rid, "INSTALL", "intent", "InstallTrial", {"unit": "sglang-glm5.service"})
     ledger.save_state(rid, {"phase": "INSTALL", "x": 1})
     ledger.record(rid, "INSTALL", "outcome", "Succeeded")
-    ledger.save_startup(rid, "candidate", {"max_running_requests": 26})
+    ledger.save_startup(rid, "candidate", startup(26))
     clock.now = 1010
     ledger.finish(rid, result="rejected", verdict="FAIL", reasons=["C=64 −87 %"])
     release = ledger.get(rid)
     assert release.finished and release.result == "rejected" and release.reasons == ["C=64 −87 %"]
     assert release.phase == "INSTALL" and release.state == {"phase": "INSTALL", "x": 1}
-    assert release.startup == {"max_running_requests": 26}
+    assert release.startup == startup(26).to_dict() and release.startup["max_running_requests"] == 26
     assert [(e.kind, e.name) for e in ledger.events(rid)] == [("intent", "InstallTrial"), ("outcome", "Succeeded")]
     assert ledger.unfinished("glm5") == []
 
@@ -113,10 +116,10 @@ def test_unknown_release_is_bad_input(ledger):
 
 def test_fresh_baseline_reuse(ledger, clock):
     rid = _begin(ledger)
-    ledger.save_bench(rid, "baseline", {"levels": []}, unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10")
-    ledger.save_bench(rid, "candidate", {"levels": []}, unit_hash="h1", bench_key="k", host="h", sglang_version="0.5.10")
+    ledger.save_bench(rid, "baseline", NO_LEVELS, unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10")
+    ledger.save_bench(rid, "candidate", NO_LEVELS, unit_hash="h1", bench_key="k", host="h", sglang_version="0.5.10")
     find = dict(unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10", max_age_s=600)
-    assert ledger.fresh_baseline(**find).result == {"levels": []}
+    assert ledger.fresh_baseline(**find).bench == NO_LEVELS
     assert ledger.fresh_baseline(**{**find, "sglang_version": "0.5.9"}) is None
     assert ledger.fresh_baseline(**{**find, "bench_key": "other"}) is None
     assert ledger.fresh_baseline(**{**find, "unit_hash": "h1"}) is None  # candidates never count
@@ -157,7 +160,7 @@ def test_a_ledger_of_the_old_hash_rule_is_rehashed_and_its_rows_stay_valid(tmp_p
     with Ledger.open(tmp_path) as ledger:
         rid = ledger.begin_release(deployment="glm5", kind="adopted", unit_name="u.service", unit_text=text,
                                    unit_hash=old, who="root", finished=True, live=True)
-        ledger.save_bench(rid, "baseline", {"levels": []}, unit_hash=old, bench_key="k", host="h", sglang_version="v")
+        ledger.save_bench(rid, "baseline", NO_LEVELS, unit_hash=old, bench_key="k", host="h", sglang_version="v")
     db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
     db.execute("PRAGMA user_version=0")  # as an older deployctl left it
     db.close()

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from aiohttp import web
-from test_http_load import FakeSglang, serve, small_policy  # noqa: F401  (serve is a fixture)
+from support.sglang import FakeSglang, small_policy
 
 from deployctl.bench.metrics import RETRACT_MARKER
 from deployctl.inventory.policy import Policy
-from deployctl.live.bindings import LiveBench
+from deployctl.live.measure import LiveBench
 from deployctl.startup.journal_line import JournalLine
 
 SIM_GPU = {"index": 0, "name": "NVIDIA RTX PRO 6000", "power_w": 250.0, "power_limit_w": 600.0,

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clirun import free_port, run_deployctl
+from support.clirun import free_port, run_deployctl
 
 from deployctl.live.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE

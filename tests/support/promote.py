@@ -1,12 +1,17 @@
-"""Scripted stand-ins for the runner's protocols, small enough to read in one screen."""
+"""Scripted stand-ins for the runner's protocols (``deployctl.live.runner``), small enough to read in one
+screen, and a ledger that lives in memory, so runner tests touch no disk."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from deployctl.adapters.ledger import Ledger
 
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
+from deployctl.judge.outcome import Outcome
 from deployctl.live.runner import Adapters
 from deployctl.promote.evidence import (
     DriftResult,
@@ -16,9 +21,21 @@ from deployctl.promote.evidence import (
     PreflightResult,
     StartOutcome,
 )
+from deployctl.startup.parser import StartupReport
 
 POLICY = Policy(bench=BenchPolicy(concurrency=[1, 64]), judge=JudgePolicy(min_trials=1), verify_concurrency=[1])
-READY = StartOutcome(True, "ready", startup={"max_running_requests": 48, "sglang_version": "0.5.10"}, wait_s=2.0)
+
+
+def startup(max_running_requests: int = 48) -> StartupReport:
+    """A ready server's report: the scheduler's decision and the version, what the runner reads."""
+    return StartupReport("ready", server_info_max_running_requests=max_running_requests, sglang_version="0.5.10")
+
+
+READY = StartOutcome(True, "ready", startup=startup(48), wait_s=2.0)
+
+
+def memory_ledger() -> Ledger:
+    return Ledger(Path(":memory:"))
 
 
 def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4) -> BenchResult:
@@ -96,7 +113,7 @@ class FakeJudge:
         self._gates = gates
         self._drift = drift
 
-    def gates(self, baseline: Any, candidate: Any) -> GateResult:
+    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         return self._gates
 
     def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
@@ -115,13 +132,12 @@ class FakePreflight:
 
 
 class FakeStartup:
-    async def live_report(self, name: str) -> Mapping[str, Any] | None:
-        return {"max_running_requests": 48, "sglang_version": "0.5.10"}
+    async def live_report(self, name: str) -> StartupReport | None:
+        return startup(48)
 
-    def diff(self, baseline: Any, candidate: Any, plan: Plan) -> tuple[str, ...]:
-        if baseline and baseline.get("max_running_requests") != candidate.get("max_running_requests"):
-            return (f"max_running_requests {baseline['max_running_requests']} → {candidate['max_running_requests']}",)
-        return ()
+    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
+        before, after = baseline.max_running_requests if baseline else None, candidate.max_running_requests
+        return (f"max_running_requests {before} → {after}",) if baseline and before != after else ()
 
 
 class Steps:
@@ -136,7 +152,7 @@ def adapters(units=None, bench_=None, judge=None, preflight=None) -> Adapters:
     return Adapters(
         units=units or FakeUnits(),
         bench=bench_ or FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1510}), bench({1: 120})]),
-        judge=judge or FakeJudge([JudgeResult("PASS", ("within noise",))]),
+        judge=judge or FakeJudge([JudgeResult(Outcome.PASS, ("within noise",))]),
         preflight=preflight or FakePreflight(),
         startup=FakeStartup(),
         progress=Steps(),
