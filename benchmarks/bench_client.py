@@ -154,7 +154,7 @@ def _errors(streams: list[tuple[list[float], list[float]]], offset: float) -> tu
 async def _engine(url: str, c: int, n: int, tokens: int, marks: dict, client_cls: type | None = None) -> tuple[int, int, list]:
     from deployctl.adapters.http_load import LoadClient
     from deployctl.bench.plan import LevelPlan, Workload
-    from deployctl.live.sweep import run_trial
+    from deployctl.live.trial import run_trial
 
     workload = Workload(model="qwen3.5", input_tokens=8, output_tokens=tokens)
     warm = Workload(model="qwen3.5", input_tokens=8, output_tokens=5)

@@ -31,7 +31,7 @@ from deployctl.errors import Busy
 from deployctl.inventory.policy import Policy
 from deployctl.live.bindings import live_adapters
 from deployctl.live.recovery import recover, recovery_plan
-from deployctl.live.runner import Adapters, Progress
+from deployctl.live.protocols import Adapters, Progress
 from deployctl.live.site import Site, make_site
 from deployctl.promote import machine as m
 from deployctl.promote.records import Release

@@ -17,8 +17,8 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.live.measure import LiveBench
+from deployctl.live.protocols import Adapters, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, restart_and_wait
-from deployctl.live.runner import Adapters, Progress, QuietProgress
 from deployctl.live.site import Site
 from deployctl.promote.evidence import (
     DriftResult,

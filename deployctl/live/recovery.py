@@ -15,7 +15,8 @@ from typing import Callable
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
-from deployctl.live.runner import Adapters, Runner
+from deployctl.live.protocols import Adapters
+from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import Evidence, Plan
 from deployctl.promote.records import Release

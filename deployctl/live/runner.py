@@ -1,10 +1,11 @@
 """The promote runner: act → record → advance, until the machine says it is over.
 
-The only place a promote touches the outside world, and it does so through the small protocols below
-(``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``), so tests script them and the real ones live in
-``deployctl.live.site``. Before every action the machine's state and the action's intent are written to the
-ledger; after it, the outcome. A controller killed at any point leaves enough for
-``deployctl.live.recovery`` to roll back or finish.
+It does each action of the machine (``deployctl.promote.machine``) through the protocols of
+``deployctl.live.protocols`` (``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``): tests script
+them, ``deployctl.live.bindings`` binds them to systemd, the journal and the load client. It writes to the
+ledger itself: before every action the machine's state and the action's intent, after it the outcome and
+the evidence. The plan, the lock and the release row come from the verb before the runner starts. A
+controller killed at any point leaves enough for ``deployctl.live.recovery`` to roll back or finish.
 
 An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
 the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
@@ -14,84 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
 from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
-    DriftResult,
     Evidence,
-    GateResult,
-    JudgeResult,
     Plan,
-    PreflightResult,
     PromoteOutcome,
     StartOutcome,
     bench_key,
     describe_action,
 )
-from deployctl.startup.parser import StartupReport
 
 log = logging.getLogger("deployctl")
-
-
-# --- what the runner needs from the outside world ---------------------------------------------------
-
-
-class Units(Protocol):
-    async def install_trial(self, name: str, text: str) -> str: ...  # returns where it went
-    async def keep(self, name: str) -> str: ...
-    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str: ...
-    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome: ...
-
-
-class Bench(Protocol):
-    async def healthy(self, url: str) -> bool: ...  # GET /health answers 200 (within a few seconds)
-    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult: ...
-    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult: ...
-
-
-class Judge(Protocol):
-    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult: ...
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
-
-
-class Preflight(Protocol):
-    async def check(self, plan: Plan) -> PreflightResult: ...
-
-
-class Startup(Protocol):
-    async def live_report(self, name: str) -> StartupReport | None: ...
-    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
-
-
-class Progress(Protocol):
-    def step(self, phase: m.Phase, text: str) -> None: ...
-
-
-class QuietProgress:
-    def step(self, phase: m.Phase, text: str) -> None:
-        log.info("%s: %s", phase.value, text)
-
-
-@dataclass
-class Adapters:
-    units: Units
-    bench: Bench
-    judge: Judge
-    preflight: Preflight
-    startup: Startup
-    progress: Progress = field(default_factory=QuietProgress)
-    clock: Callable[[], float] = time.monotonic
-
-
-# --- the evidence a promote gathers --------------------------------------------------------------
 
 
 # --- the loop --------------------------------------------------------------------------------------

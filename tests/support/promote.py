@@ -12,7 +12,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.live.runner import Adapters
+from deployctl.live.protocols import Adapters
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
