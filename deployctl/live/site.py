@@ -1,6 +1,7 @@
 """``Site`` gathers what every promote-family verb needs about one deployment: the inventory, the policy,
 the URL, where systemd and the unit files are (``deployctl.live.restart.Endpoint``: the host's, or a sandbox's
-via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks.
+via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks; ``Site.plan_for`` builds
+every ``Plan`` (promote, rollback, recovery) and ``server_url`` is the one rule for where the server answers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What an operator reads after a promote, a rollback, ``history`` or ``show``.
 
-Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts; ``emit`` prints either
-the plain lines or, on a terminal, the same content with rich tables. The order follows the operator's
+Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts (the ``--json`` edge,
+where the evidence types become plain values); ``deployctl.commands.output.emit`` prints the lines, or on
+a terminal the same content with rich tables. The order follows the operator's
 questions: what changed, what the server said at startup (and why), how it performed against the
 baseline, the verdict and its reasons, what was done to the host, and which release to look up.
 """
