@@ -171,16 +171,20 @@ class Ledger:
 
     def _migrate(self) -> None:
         """Bring a ledger written by an older deployctl to the current rules; its rows stay valid."""
+        if self._version() >= _LEDGER_VERSION:
+            return
         self._db.execute("BEGIN IMMEDIATE")  # one process migrates; the others then see the new version
         try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version < 1:
+            if self._version() < 1:
                 self._rehash_units()
             self._db.execute(f"PRAGMA user_version={_LEDGER_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def _rehash_units(self) -> None:
         """Version 0 hashed the whole unit text; the one rule now is ``units.stamp.unit_hash`` (the stamp's)."""
