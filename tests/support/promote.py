@@ -1,26 +1,15 @@
-"""Scripted stand-ins for the runner's protocols (``deployctl.live.runner``), small enough to read in one
-screen, and a ledger that lives in memory, so runner tests touch no disk."""
+"""A promote's inputs as plain data — a plan, a policy, benchmark results, a startup report — and a ledger
+that lives in memory, so the runner's tests touch no disk. The fakes of its protocols: runner_fakes.py."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from deployctl.adapters.ledger import Ledger
-
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
-from deployctl.judge.outcome import Outcome
-from deployctl.live.protocols import Adapters
-from deployctl.promote.evidence import (
-    DriftResult,
-    GateResult,
-    JudgeResult,
-    Plan,
-    PreflightResult,
-    StartOutcome,
-)
+from deployctl.promote.evidence import Plan, StartOutcome
 from deployctl.startup.parser import StartupReport
 
 POLICY = Policy(bench=BenchPolicy(concurrency=[1, 64]), judge=JudgePolicy(min_trials=1), verify_concurrency=[1])
@@ -57,103 +46,3 @@ def plan(**kw: Any) -> Plan:
                 policy=POLICY, host="h1")
     args.update(kw)
     return Plan(**args)
-
-
-class FakeUnits:
-    def __init__(self, starts: Sequence[StartOutcome] = (READY, READY, READY), install_error: Exception | None = None):
-        self.calls: list[str] = []
-        self.starts = list(starts)
-        self.install_error = install_error
-        self.fresh: list[bool] = []
-
-    async def install_trial(self, name: str, text: str) -> str:
-        self.calls.append("install_trial")
-        if self.install_error:
-            raise self.install_error
-        return f"/run/systemd/system.control/{name}"
-
-    async def keep(self, name: str) -> str:
-        self.calls.append("keep")
-        return f"/etc/systemd/system/{name}"
-
-    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str:
-        self.calls.append("restore")
-        return "discarded the trial"
-
-    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome:
-        self.calls.append("restart")
-        self.fresh.append(fresh_start)
-        return self.starts.pop(0)
-
-
-class FakeBench:
-    def __init__(self, results: Sequence[BenchResult], delay: float = 0.0, healthy: bool = True):
-        self.results = list(results)
-        self.calls: list[tuple[Any, Any]] = []
-        self.delay = delay
-        self._healthy = healthy
-
-    async def healthy(self, url: str) -> bool:
-        return self._healthy
-
-    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
-        self.calls.append((levels, trials))
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        return self.results.pop(0)
-
-    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
-        return b
-
-
-class FakeJudge:
-    def __init__(self, verdicts: Sequence[JudgeResult] = (), gates: GateResult = GateResult(True),
-                 drift: DriftResult = DriftResult(False)):
-        self.verdicts = list(verdicts)
-        self._gates = gates
-        self._drift = drift
-
-    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
-        return self._gates
-
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
-        return self.verdicts.pop(0)
-
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
-        return self._drift
-
-
-class FakePreflight:
-    def __init__(self, errors: Sequence[str] = ()):
-        self.errors = tuple(errors)
-
-    async def check(self, plan: Plan) -> PreflightResult:
-        return PreflightResult(errors=self.errors)
-
-
-class FakeStartup:
-    async def live_report(self, name: str) -> StartupReport | None:
-        return startup(48)
-
-    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
-        before, after = baseline.max_running_requests if baseline else None, candidate.max_running_requests
-        return (f"max_running_requests {before} → {after}",) if baseline and before != after else ()
-
-
-class Steps:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def step(self, phase: Any, text: str) -> None:
-        self.lines.append(f"{phase.value}: {text}")
-
-
-def adapters(units=None, bench_=None, judge=None, preflight=None) -> Adapters:
-    return Adapters(
-        units=units or FakeUnits(),
-        bench=bench_ or FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1510}), bench({1: 120})]),
-        judge=judge or FakeJudge([JudgeResult(Outcome.PASS, ("within noise",))]),
-        preflight=preflight or FakePreflight(),
-        startup=FakeStartup(),
-        progress=Steps(),
-    )

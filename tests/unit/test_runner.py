@@ -5,18 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.promote import (
-    READY,
-    FakeBench,
-    FakeJudge,
-    FakePreflight,
-    FakeUnits,
-    adapters,
-    bench,
-    memory_ledger,
-    plan,
-    startup,
-)
+from support.promote import READY, bench, memory_ledger, plan, startup
+from support.runner_fakes import FakeBench, FakeJudge, FakePreflight, FakeUnits, adapters
 
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.judge.outcome import Outcome

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.promote import FakeBench, adapters, bench, memory_ledger, plan
+from support.promote import bench, memory_ledger, plan
+from support.runner_fakes import FakeBench, adapters
 
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.promote import machine as m
