@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
@@ -21,8 +21,9 @@ from deployctl.errors import DeployctlError
 from deployctl.inventory.policy import BenchPolicy
 from deployctl.live.restart import http_health_probe
 from deployctl.live.site import Site
-from deployctl.live.sweep import Progress, run_sweep
-from deployctl.live.telemetry import TelemetrySampler
+
+if TYPE_CHECKING:
+    from deployctl.live.sweep import Progress
 
 log = logging.getLogger("deployctl")
 
@@ -41,6 +42,10 @@ async def measure(
     """Sweep ``levels`` (``trials`` each, or per level) with telemetry; ``sweep`` goes to ``run_sweep``.
 
     ``say`` hears once why GPU telemetry is unavailable (no NVML: a fact, not an error)."""
+    # Imported here: the load client, NVML and psutil cost every other verb (status, history) their start-up.
+    from deployctl.live.sweep import run_sweep
+    from deployctl.live.telemetry import TelemetrySampler
+
     sampler = TelemetrySampler.for_server(url, simulated=simulated, pid=pid)
     if sampler.unavailable:
         say(f"GPU telemetry unavailable: {sampler.unavailable}")
