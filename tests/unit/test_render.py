@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
@@ -147,7 +146,7 @@ def test_rendering_is_deterministic_and_profiles_hash_differently() -> None:
     assert render_unit(inv, "glm5", "baseline").sha256 != render_unit(inv, "glm5", "candidate").sha256
 
 
-def test_optional_directives(tmp_path: Path) -> None:
+def test_optional_directives() -> None:
     data = yaml.safe_load(EXAMPLE.read_text())
     data["deployments"]["qwen35"].update(user="sglang", group="sglang", working_directory="/srv/sglang")
     inv = parse_inventory(yaml.safe_dump(data, sort_keys=False))
