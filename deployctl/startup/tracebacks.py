@@ -8,6 +8,7 @@ exception line itself: the exception line is classified all the same (failure.py
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -21,6 +22,7 @@ from deployctl.startup.failure import (
 from deployctl.startup.report import StartupFailure
 
 MAX_LINE_KEEP = 1000
+_QUALIFIED_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*)?$")
 
 
 def clip(text: str) -> str:
@@ -59,12 +61,19 @@ class Traceback:
         # first's message (DistBackendError's "ncclSystemError: …" line), not a new exception.
         self.expect_exc = True
 
+    @property
+    def framed(self) -> bool:
+        """Frames were seen: the next unindented ``name: text`` line is the exception, whatever its
+        class is called (``requests.exceptions.ReadTimeout`` ends in neither Error nor Exception)."""
+        return any(line.startswith("  File ") for line in self.lines)
+
     def feed(self, text: str) -> None:
         line = clip(text)
         self.lines.append(line)
         if "server_args.py" in text:
             self.in_server_args = True
-        if self.expect_exc and not text[:1].isspace() and EXCEPTION_LINE_RE.match(text):
+        if self.expect_exc and not text[:1].isspace() and (
+                EXCEPTION_LINE_RE.match(text) or (self.framed and _QUALIFIED_EXC_RE.match(text))):
             self.exc_line = line
             self.evidence = tuple(self.lines)
             self.after = []

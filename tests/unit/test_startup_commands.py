@@ -21,7 +21,7 @@ def log(prefix: str) -> str:
 def test_report_human(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["startup-report", log("02")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("READY in 3m51s · sglang 0.5.10")
+    assert out[0].startswith("READY in 3m51s · sglang 0.5.10 … 0.5.22 (from the log format)")
     assert "max_running_requests 26 (configured 48; hybrid-model cap: max_mamba_cache_size 132 // 5)" in out[1]
 
 
