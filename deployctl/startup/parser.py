@@ -17,6 +17,7 @@ Formats from 0.3 to 0.5.23, per version: docs/startup.md.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping
@@ -215,6 +216,9 @@ class StartupParser:
             if "/sglang/" in text:
                 st.recognised = True
             return
+        if text[:1] in "IEW" and _UVICORN_BARE_RE.match(text):
+            self._on_uvicorn(text[_UVICORN_BARE_RE.match(text).end():])  # type: ignore[union-attr]
+            return
         if not text[:1].isspace() and EXCEPTION_LINE_RE.match(text) and self._lone_exception(text):
             return
         if "sglang serve' is the recommended entrypoint" in text:
@@ -227,6 +231,24 @@ class StartupParser:
         if "scheduler died during initialization" in text or "scheduler is dead" in text:
             st.recognised = True
             rank_died(st, Record(text), text)
+
+    def _on_uvicorn(self, msg: str) -> None:
+        """uvicorn's own lines without a timestamp (0.3.x runs it without SGLang's log config): read
+        like records, at the time of the last timestamped one."""
+        st = self._st
+        if '" 200' in msg or '" 4' in msg or '" 5' in msg:
+            access(st, msg)
+            return
+        ts, ms = self._last_ts or (None, None)
+        rec = Record(msg, ts, ms)
+        for prefix, handler in BY_FIRST.get(msg[:1], ()):
+            if msg.startswith(prefix):
+                handler(st, rec, msg)
+                return
+        for needle, handler in BY_SUBSTRING:
+            if needle in msg:
+                handler(st, rec, msg)
+                return
 
     def _lone_exception(self, text: str) -> bool:
         """An exception line with no traceback before it (a tail-only paste): a failure when it names
@@ -372,6 +394,7 @@ class StartupParser:
         return tuple(out), total
 
 
+_UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")
 CUES_TIME_ONLY = "time-only '[HH:MM:SS]' stamps (datefmt %H:%M:%S until 0.3.5)"
 
 

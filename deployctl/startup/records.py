@@ -84,7 +84,7 @@ class State:
     recent: deque = field(default_factory=lambda: deque(maxlen=40))  # Record | str, formatted when needed
 
     def mark(self, phase: str, rec: Record) -> None:
-        if phase not in self.phase_start:
+        if phase not in self.phase_start and rec.ts is not None:
             self.phase_start[phase] = (rec.ts, rec.ms)  # type: ignore[assignment]
 
     def cue(self, reason: str) -> None:
