@@ -181,6 +181,9 @@ class StartupParser:
         if not text:
             return
         st = self._st
+        if text.startswith("Capturing batches"):  # a meter at the start of a line (its '\r' lost)
+            self._on_fragment(text)
+            return
         if text.endswith(" blob data]") and text.startswith("["):
             self._blob_lines += 1  # journalctl without -a: the line held a \r meter (and what was glued to it)
             return
