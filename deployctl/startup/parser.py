@@ -27,8 +27,7 @@ from deployctl.startup.failure import ARGPARSE_ERROR_RE, EXCEPTION_LINE_RE, GENE
 from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
 from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE
-from deployctl.startup.records import BY_FIRST, BY_SUBSTRING, MAX_NOTICES, State, access, deprecation, label, \
-    rank_died
+from deployctl.startup.records import MAX_NOTICES, State, access, deprecation, dispatch, label, rank_died
 from deployctl.startup.report import (  # noqa: F401  (the report types are imported from here too)
     PHASES,
     CudaGraph,
@@ -151,16 +150,8 @@ class StartupParser:
         if '" 200' in msg or '" 4' in msg or '" 5' in msg:
             access(st, msg)
             return
-        for prefix, handler in BY_FIRST.get(first, ()):
-            if msg.startswith(prefix):
-                st.recognised = True
-                handler(st, rec, msg)
-                return
-        for needle, handler in BY_SUBSTRING:
-            if needle in msg:
-                st.recognised = True
-                handler(st, rec, msg)
-                return
+        if dispatch(st, rec, msg):
+            st.recognised = True
 
     # -- fragments (progress meters) and bare lines ---------------------------------------------------
     def _on_fragment(self, text: str) -> None:
@@ -243,15 +234,7 @@ class StartupParser:
             access(st, msg)
             return
         ts, ms = self._last_ts or (None, None)
-        rec = Record(msg, ts, ms)
-        for prefix, handler in BY_FIRST.get(msg[:1], ()):
-            if msg.startswith(prefix):
-                handler(st, rec, msg)
-                return
-        for needle, handler in BY_SUBSTRING:
-            if needle in msg:
-                handler(st, rec, msg)
-                return
+        dispatch(st, Record(msg, ts, ms), msg)
 
     def _lone_exception(self, text: str) -> bool:
         """An exception line with no traceback before it (a tail-only paste): a failure when it names
@@ -313,8 +296,9 @@ class StartupParser:
         version = self._version(args)
         phases, total = self._phases()
         phase = phases[-1].name if phases else None
-        if failure is not None and phase is None:
-            phase = _SPECIFIC_PHASE.get(failure.kind)  # a tail-only paste: the cause tells the phase
+        implied = _SPECIFIC_PHASE.get(failure.kind) if failure is not None else None
+        if implied is not None and (phase is None or PHASES.index(implied) > PHASES.index(phase)):
+            phase = implied  # a tail-only paste: the cause proves how far the start got
         progress = Progress(st.ready, st.summary is not None, failure.kind if failure else None,
                             bool(self._parsed and self._parsed[1] == "dict"))
         cuda_graph = decode_graph(st.capture, args or {}, progress)
@@ -377,7 +361,9 @@ class StartupParser:
 
     def _phases(self) -> tuple[tuple[Phase, ...], float | None]:
         starts = self._st.phase_start
-        reached = [(name, starts[name]) for name in PHASES if name in starts]
+        # Without the dump, the first line is not the start of argument parsing (a tail-only paste).
+        skip = "arguments" if self._st.dump is None else ""
+        reached = [(name, starts[name]) for name in PHASES if name in starts and name != skip]
         if not reached:
             return (), None
         out = []

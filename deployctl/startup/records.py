@@ -278,6 +278,10 @@ def _crashed(st: State, rec: Record, msg: str) -> None:
         st.fail("crashed", msg, evidence=(clip(label(rec)),), rank=None)
 
 
+def _kill_tree(st: State, rec: Record, msg: str) -> None:
+    st.cue("'kill_process_tree called:' (after 0.5.10)")
+
+
 def _sliding_window(st: State, rec: Record, msg: str) -> None:
     st.mark("kv_cache", rec)
     _negative_budget(st, rec, msg)
@@ -356,6 +360,7 @@ _PREFIXES: tuple[tuple[str, Handler], ...] = (
     ("Scheduler hit an exception", _rank_exception),
     ("Received sigquit", _sigquit),
     ("Subprocess", _crashed),
+    ("kill_process_tree called", _kill_tree),
 )
 BY_FIRST: dict[str, tuple[tuple[str, Handler], ...]] = {}
 for _prefix, _handler in _PREFIXES:
@@ -369,3 +374,16 @@ BY_SUBSTRING: tuple[tuple[str, Handler], ...] = (
     ("[Errno 98]", _port_in_use),
     ("eprecat", deprecation),
 )
+
+
+def dispatch(st: State, rec: Record, msg: str) -> bool:
+    """Run the handler of this message, if it has one; True when it had."""
+    for prefix, handler in BY_FIRST.get(msg[:1], ()):
+        if msg.startswith(prefix):
+            handler(st, rec, msg)
+            return True
+    for needle, handler in BY_SUBSTRING:
+        if needle in msg:
+            handler(st, rec, msg)
+            return True
+    return False

@@ -98,6 +98,7 @@ CUES: dict[str, Cue] = {cue.reason: cue for cue in (
     Cue("argparse prog 'sglang serve' (from 0.5.10)", _after("0.5.9"), None),
     Cue("argparse prog 'launch_server.py' (until 0.5.9)", None, "0.5.9"),
     Cue("dict dump 'server_args={…}' (after 0.5.10)", _after("0.5.10"), None),
+    Cue("'kill_process_tree called:' (after 0.5.10)", _after("0.5.10"), None),
     Cue("dataclass dump 'server_args=ServerArgs(…)' (until 0.5.22)", None, _before("0.5.23")),
 )}
 
