@@ -28,7 +28,7 @@ from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
 from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE
 from deployctl.startup.records import MAX_NOTICES, State, access, deprecation, dispatch, label, rank_died
-from deployctl.startup.report import (  # noqa: F401  (the report types are imported from here too)
+from deployctl.startup.report import (
     PHASES,
     CudaGraph,
     Deprecation,
@@ -43,6 +43,9 @@ from deployctl.startup.report import (  # noqa: F401  (the report types are impo
 from deployctl.startup.serverargs import dump_is_complete, parse_server_args
 from deployctl.startup.tracebacks import MAX_LINE_KEEP, Failure, Traceback, clip, copy, freeze, merge
 from deployctl.startup.version import CUES, VersionEvidence, decide, field_cues, server_info_version
+
+__all__ = ["PHASES", "CudaGraph", "Deprecation", "KvCache", "MoeWarning", "Phase", "PiecewiseCudaGraph",
+           "SchedulerSummary", "StartupFailure", "StartupParser", "StartupReport", "parse_lines", "parse_text"]
 
 # The phase a failure kind belongs to: what a paste without one timestamped line says.
 _SPECIFIC_PHASE = {"nccl": "distributed_init", "oom_kv_cache": "kv_cache", "oom_cuda_graph": "cuda_graphs",
