@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from deployctl.startup.failure import ARGPARSE_ERROR_RE, EXCEPTION_LINE_RE, GENERIC_KINDS, classify_exception, \
     unknown_flags
 from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
-from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE
-from deployctl.startup.records import MAX_NOTICES, State, access, deprecation, dispatch, label, rank_died
+from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE, freeze_moe
+from deployctl.startup.phases import fmt_stamp, reached_phases
+from deployctl.startup.records import access, deprecation, dispatch, rank_died
+from deployctl.startup.state import MAX_NOTICES, State, label
 from deployctl.startup.report import (
     PHASES,
     CudaGraph,
@@ -297,7 +298,8 @@ class StartupParser:
         outcome = "failed" if failure else "ready" if st.ready else "starting"
         args = self._args()
         version = self._version(args)
-        phases, total = self._phases()
+        phases, total = reached_phases(st.phase_start, self._first_ts, self._last_ts,
+                                       from_arguments=st.dump is not None)
         phase = phases[-1].name if phases else None
         implied = _SPECIFIC_PHASE.get(failure.kind) if failure is not None else None
         if implied is not None and (phase is None or PHASES.index(implied) > PHASES.index(phase)):
@@ -323,8 +325,7 @@ class StartupParser:
             max_mamba_cache_size=st.mamba,
             cuda_graph=cuda_graph,
             piecewise_cuda_graph=piecewise_graph(st.capture, args or {}, progress),
-            moe_config_warnings=tuple(MoeWarning(**{**e, "ranks": tuple(sorted(e["ranks"]))})
-                                      for e in st.moe.values()),
+            moe_config_warnings=tuple(freeze_moe(entry) for entry in st.moe.values()),
             deprecations=tuple(st.deprecations.values()),
             notices=tuple(self._notices) + ((st.kv_budget_warning,) if st.kv_budget_warning else ()),
             ranks=tuple(r.label for r in sorted(self._ranks, key=_rank_order)),
@@ -341,8 +342,8 @@ class StartupParser:
             effective_max_running_requests_source=(
                 "scheduler_line" if summary else "server_info" if info_mrr is not None else None),
             server_info_max_running_requests=info_mrr,
-            first_timestamp=_fmt(self._first_ts),
-            last_timestamp=_fmt(self._last_ts),
+            first_timestamp=fmt_stamp(self._first_ts),
+            last_timestamp=fmt_stamp(self._last_ts),
             total_seconds=total,
             lines=self._lines,
             earlier_starts=self._earlier_starts,
@@ -362,30 +363,6 @@ class StartupParser:
                 return value
         return None
 
-    def _phases(self) -> tuple[tuple[Phase, ...], float | None]:
-        starts = self._st.phase_start
-        # Without the dump, the first line is not the start of argument parsing (a tail-only paste).
-        skip = "arguments" if self._st.dump is None else ""
-        reached = [(name, starts[name]) for name in PHASES if name in starts and name != skip]
-        if not reached:
-            return (), None
-        out = []
-        for index, (name, stamp) in enumerate(reached):
-            if name == "ready":
-                out.append(Phase(name, _fmt(stamp), None))
-                continue
-            if index + 1 < len(reached):
-                end, complete = reached[index + 1][1], True
-            else:
-                end, complete = self._last_ts, False
-            seconds = _seconds(stamp, end) if end is not None else None
-            out.append(Phase(name, _fmt(stamp), seconds, complete))
-        total = None
-        if "ready" in starts and self._first_ts is not None:
-            total = _seconds(self._first_ts, starts["ready"])
-        return tuple(out), total
-
-
 _UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")
 CUES_TIME_ONLY = "time-only '[HH:MM:SS]' stamps (datefmt %H:%M:%S until 0.3.5)"
 
@@ -394,30 +371,8 @@ def _tp(rank: Rank | None) -> int:
     return rank.tp if rank is not None and rank.tp is not None else 0
 
 
-def _epoch(ts: str, ms: int | None) -> float:
-    if len(ts) == 8:  # 0.3.x: time of day only
-        seconds = int(ts[0:2]) * 3600 + int(ts[3:5]) * 60 + int(ts[6:8])
-        return seconds + (ms or 0) / 1000.0
-    moment = datetime(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), int(ts[11:13]), int(ts[14:16]), int(ts[17:19]))
-    return moment.timestamp() + (ms or 0) / 1000.0
-
-
-def _seconds(start: tuple[str, int | None], end: tuple[str, int | None]) -> float:
-    span = _epoch(*end) - _epoch(*start)
-    if span < 0 and len(start[0]) == 8:
-        span += 86400.0  # a time-only log that ran past midnight
-    return round(span, 3)
-
-
 def _rank_order(rank: Rank) -> tuple[int, ...]:
     return tuple(-1 if v is None else v for v in (rank.dp, rank.pp, rank.tp, rank.ep, rank.attn_cp, rank.moe_dp))
-
-
-def _fmt(stamp: tuple[str, int | None] | None) -> str | None:
-    if stamp is None:
-        return None
-    ts, ms = stamp
-    return f"{ts}.{ms:03d}" if ms is not None else ts
 
 
 def parse_lines(lines: Iterable[str], *, server_info: Mapping[str, Any] | None = None) -> StartupReport:
