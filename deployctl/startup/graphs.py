@@ -113,8 +113,13 @@ def piecewise_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress
                                   "server_args enable_piecewise_cuda_graph=False (opt-in before 0.5.10)")
     if progress.dict_dump and args:
         backend = nested(args, "cuda_graph_config", "prefill", "backend")
-        if backend == "disabled" or args.get("disable_prefill_cuda_graph") is True:
-            return PiecewiseCudaGraph("disabled", None, None, "cuda_graph_config.prefill.backend='disabled'")
+        flag = next((name for name in ("disable_prefill_cuda_graph", "disable_cuda_graph") if args.get(name) is True),
+                    None)
+        if flag is not None:  # the operator's flag, not an automatic rule
+            return PiecewiseCudaGraph("disabled", False, None, f"server_args {flag}=True")
+        if backend == "disabled":
+            return PiecewiseCudaGraph("disabled", None, None, "cuda_graph_config.prefill.backend='disabled' (by a "
+                                      "flag or a rule: the 'Disable prefill CUDA graph because' line says which)")
         return _pending(log, progress, f"cuda_graph_config.prefill.backend={backend!r}")
     if reason:
         # No dump: 0.5.10 prints "--disable-piecewise-cuda-graph is set" whether a rule or the operator

@@ -80,3 +80,21 @@ def test_releases_are_in_order() -> None:
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v.replace(".post", ".").split("."))
     assert list(RELEASES) == sorted(RELEASES, key=key) and len(set(RELEASES)) == len(RELEASES)
+
+
+def test_every_rank_prefix_shape() -> None:
+    lines = ["[2026-02-19 13:40:01 EP3] Init torch distributed begin.",
+             "[2026-02-19 13:40:01 PP1 TP0] Init torch distributed begin.",
+             "[2026-02-19 13:40:01 DP1 TP2] Init torch distributed begin.",
+             "[2026-02-19 13:40:01 TP0 PP1] Init torch distributed begin.",  # 0.5.4 order
+             "[13:40:01 DP0 TP0] Init nccl begin."]
+    report = parse_lines(lines)
+    assert report.ranks == ("EP3", "PP1 TP0", "DP0 TP0", "DP1 TP2")  # TP0 PP1 is PP1 TP0
+
+
+def test_a_flag_that_disables_prefill_graphs_is_not_automatic() -> None:
+    dump = ("[2026-10-31 09:00:03] server_args={'model_path': 'm', 'disable_cuda_graph': True, "
+            "'cuda_graph_config': {'decode': {'backend': 'disabled'}, 'prefill': {'backend': 'disabled'}}}")
+    report = parse_lines([dump, "[2026-10-31 09:00:04] The server is fired up and ready to roll!"])
+    assert (report.piecewise_cuda_graph.state, report.piecewise_cuda_graph.auto_set) == ("disabled", False)
+    assert report.cuda_graph.state == "disabled"
