@@ -30,7 +30,8 @@ def reached_phases(starts: Mapping[str, Stamp], first: Stamp | None, last: Stamp
             end, complete = last, False
         seconds = _seconds(stamp, end) if end is not None else None
         out.append(Phase(name, fmt_stamp(stamp), seconds, complete))
-    total = _seconds(first, starts["ready"]) if "ready" in starts and first is not None else None
+    # Time to ready counts from the start: unknown for a paste that does not begin there.
+    total = _seconds(first, starts["ready"]) if from_arguments and "ready" in starts and first is not None else None
     return tuple(out), total
 
 

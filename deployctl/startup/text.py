@@ -58,7 +58,9 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
     lines: list[str] = []
     where = " · ".join(x for x in (_version(report), _ranks(report.tp_ranks), report.listening or "") if x)
     if report.outcome == "ready":
-        lines.append(f"READY in {_duration(report.total_seconds)} · {where}")
+        took = f"in {_duration(report.total_seconds)}" if report.total_seconds is not None else \
+            "(time to ready unknown: the log does not begin at the start)"
+        lines.append(f"READY {took} · {where}")
     elif report.outcome == "failed" and report.failure is not None:
         f = report.failure
         at = f" on {_ranks(f.ranks)}" if f.ranks else ""
