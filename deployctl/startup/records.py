@@ -245,7 +245,8 @@ def access(st: State, msg: str) -> None:
     if not match:
         return
     method, path, status = match.groups()
-    if path.startswith("/get_model_info") and not st.ready and method == "GET":
+    # The warm-up's own poll (after uvicorn listens, before its request), not a client's call.
+    if path.startswith("/get_model_info") and method == "GET" and st.warmup_request is None and not st.ready:
         st.cue("warm-up polls GET /get_model_info (until 0.5.7)")
     if st.http_up and not st.ready and st.warmup_request is None and method == "POST" \
             and path.startswith(WARMUP_PATHS):
