@@ -33,7 +33,7 @@ from pydantic import (
 
 from deployctl.errors import InputError
 from deployctl.inventory.flags import ALIASES, KNOWN_FLAGS, RESERVED_ENV, RESERVED_FLAGS
-from deployctl.inventory.marked_yaml import MarkedYaml, load_marked
+from deployctl.inventory.marked_yaml import HostileYaml, MarkedYaml, load_marked
 from deployctl.inventory.policy import Policy
 from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.units.escape import ENV_NAME, forbidden_character
@@ -228,28 +228,52 @@ def load_inventory(path: str | FsPath) -> Inventory:
     """Read and validate an inventory file. Raises InputError / InventoryInvalid (exit 2)."""
     name = str(path)
     try:
-        text = FsPath(path).read_text(encoding="utf-8")
+        data = FsPath(path).read_bytes()
     except FileNotFoundError:
         raise InputError(
             f"inventory file not found: {name}",
             hint="pass -i FILE, set DEPLOYCTL_INVENTORY, or create /etc/deployctl/inventory.yaml",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read inventory {name}: {exc}") from None
-    inventory = parse_inventory(text, name)
+    except OSError as exc:
+        raise InputError(f"cannot read inventory {name}: {exc.strerror or exc}") from None
+    inventory = parse_inventory(decode_inventory(data, name), name)
     inventory._directory = str(FsPath(path).resolve().parent)
     return inventory
+
+
+def decode_inventory(data: bytes, file: str = "<inventory>") -> str:
+    """The file's text; a byte that is not UTF-8 is reported at its line and key path."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        key = "(file)"
+        try:  # the key path, from the text with the bad bytes replaced
+            marked = load_marked(data.decode("utf-8", errors="replace"))
+            on_line = [p for p, n in marked.lines.items() if n == line]
+            key = _dotted(max(on_line, key=len)) if on_line else key
+        except yaml.YAMLError:
+            pass
+        byte = data[exc.start]
+        raise InventoryInvalid(file, [Problem(
+            file, line, key, f"byte 0x{byte:02x} at column {column} is not UTF-8; save the file as UTF-8")]) from None
 
 
 def parse_inventory(text: str, file: str = "<inventory>") -> Inventory:
     """Validate inventory YAML text; ``file`` is only used to name the source in problems."""
     try:
         marked = load_marked(text)
+    except HostileYaml as exc:
+        raise InventoryInvalid(file, [Problem(file, exc.line, _dotted(exc.path), exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         detail = " ".join(part for part in (exc.context, exc.problem) if part)
         raise InventoryInvalid(file, [Problem(file, line, "(yaml)", f"not valid YAML: {detail}")]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, a lone surrogate …)
+        line = text.count("\n", 0, exc.position) + 1
+        raise InventoryInvalid(file, [Problem(file, line, "(yaml)", f"not valid YAML: {exc}")]) from None
     except yaml.YAMLError as exc:
         raise InventoryInvalid(file, [Problem(file, 1, "(yaml)", f"not valid YAML: {exc}")]) from None
 
@@ -542,10 +566,11 @@ class _Checks:
                     models: Mapping[Any, Any], global_policy: Any) -> None:
         path = ("deployments", name)
         host, model = dep.get("host"), dep.get("model")
-        # References into a section that is itself malformed would only repeat its problem.
-        if isinstance(host, str) and isinstance(self.marked.data.get("hosts"), dict) and host not in hosts:
+        # References into a section that is itself malformed would only repeat its problem; an absent
+        # or empty section is no excuse.
+        if isinstance(host, str) and self._referable("hosts") and host not in hosts:
             self.add(path + ("host",), f"unknown host {host!r} (known: {', '.join(map(str, hosts)) or 'none'})")
-        if isinstance(model, str) and isinstance(self.marked.data.get("models"), dict) and model not in models:
+        if isinstance(model, str) and self._referable("models") and model not in models:
             self.add(path + ("model",), f"unknown model preset {model!r} (known: {', '.join(map(str, models)) or 'none'})")
         profiles = _mapping(dep.get("profiles"))
         self._names(profiles, path + ("profiles",))
@@ -560,6 +585,9 @@ class _Checks:
         self._inheritance(path, profiles, _mapping(models.get(model)) if isinstance(model, str) else {})
         if isinstance(dep.get("policy"), dict):
             self._policy(path, dep["policy"], global_policy)
+
+    def _referable(self, section: str) -> bool:
+        return isinstance(self.marked.data.get(section), (dict, type(None)))
 
     def _inheritance(self, path: tuple[Any, ...], profiles: Mapping[Any, Any], preset: Mapping[str, Any]) -> None:
         for start in profiles:
