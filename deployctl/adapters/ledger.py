@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -106,11 +107,14 @@ def resolve_state_dir(arg: str | os.PathLike[str] | None, env: Mapping[str, str]
 
 
 def _private_files(path: Path) -> None:
-    """The state directory 0700 when deployctl creates it, the ledger and its WAL/SHM files 0600 always
-    (SQLite gives the WAL and SHM files the database file's mode; an older ledger is tightened here)."""
-    if not path.parent.is_dir():
-        path.parent.mkdir(mode=0o700, parents=True)
-        os.chmod(path.parent, 0o700)  # mkdir's mode is cut by the umask; the intent is exact
+    """The state directory 0700, the ledger and its WAL/SHM files 0600 (SQLite gives the WAL and SHM
+    files the database file's mode); an older, looser state directory or ledger is tightened here.
+    A directory deployctl does not own, or a shared sticky one such as /tmp, is left as it is."""
+    state_dir = path.parent
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = state_dir.stat()
+    if st.st_uid == os.geteuid() and not st.st_mode & stat.S_ISVTX and stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(state_dir, stat.S_IMODE(st.st_mode) & 0o700)
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
     for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
         try:

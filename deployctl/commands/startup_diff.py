@@ -11,6 +11,7 @@ from deployctl.commands._inventory import (
 )
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
+from deployctl.facts.secrets import redact
 from deployctl.startup.diff import diff_startups, flag_differences, unexplained_flags
 from deployctl.startup.text import render_diff
 
@@ -66,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
     changes = diff_startups(a, b, profile_diff=profile_diff, host=host)
     unlinked = unexplained_flags(changes, flag_differences(a, b, profile_diff, host))
     if args.json:
-        print(json.dumps({"changes": [c.to_dict() for c in changes],
-                          "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
-                                              "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]},
+        print(json.dumps(redact({"changes": [c.to_dict() for c in changes],
+                                 "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
+                                                     "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]}),
                          indent=2, default=repr))
     else:
         print(render_diff(changes, unlinked))

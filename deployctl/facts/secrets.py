@@ -12,8 +12,9 @@ Two rules decide a name (a flag, a ServerArgs field, an environment variable, a 
 
 Values are taken out wherever they can appear in text: ``--flag value`` / ``--flag=value`` (quoted values
 with spaces or escaped quotes included), ``NAME=value`` assignments (unit ``Environment=`` lines, Python
-``repr`` dumps such as SGLang's ``server_args=ServerArgs(api_key='…')``), and ``'name': value`` pairs of a
-dict ``repr`` or JSON. Pure: no I/O.
+``repr`` dumps such as SGLang's ``server_args=ServerArgs(api_key='…')``), ``'name': value`` pairs of a
+dict ``repr`` or JSON, ``name: value`` lines, and structures that describe one flag
+(``{"flag": "api_key", "before": …, "after": …}``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -50,7 +51,11 @@ _LEADS = (
     re.compile(rf"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)="),  # Environment="NAME=a b"
     re.compile(rf"(?<![\w.\-\"'])(?P<name>{_NAME})="),  # NAME=value, repr keyword api_key='…'
     re.compile(rf"(?P<q>[\"'])(?:--)?(?P<name>{_NAME})(?P=q)\s*[:,]\s*"),  # 'key': v, JSON, argv list
+    re.compile(rf"(?<![\w.\-\"'])(?P<name>{_NAME}):[ \t]+"),  # key: value (YAML, a log's "name: value")
 )
+# A mapping that describes one flag or field ({"flag": "api_key", "before": …, "after": …}): every other
+# value in it is that flag's.
+_IDENTIFYING_KEYS = ("flag", "name", "field", "key", "dest")
 _EMPTY = frozenset({"None", "null", "''", '""'})
 
 
@@ -120,6 +125,10 @@ def redact(value: Any) -> Any:
     """Any JSON-like value (a startup report, an event's detail, a benchmark result) with secrets taken
     out: secret-named keys lose their value at any depth, and every string goes through ``redact_text``."""
     if isinstance(value, Mapping):
+        about = next((value[k] for k in _IDENTIFYING_KEYS if isinstance(value.get(k), str)), None)
+        if about is not None and is_secret_name(about):
+            return {k: (v if k in _IDENTIFYING_KEYS or v in (None, "", True, False) else REDACTED)
+                    for k, v in value.items()}
         return {
             k: (REDACTED if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else redact(v))
             for k, v in value.items()

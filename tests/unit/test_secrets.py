@@ -101,3 +101,24 @@ def test_an_older_world_readable_ledger_is_tightened(tmp_path):
     os.chmod(path, 0o644)
     Ledger.open(tmp_path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_looser_state_directory_of_ours_is_tightened_a_shared_one_is_not(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)  # as a lock or an older deployctl left it
+    Ledger.open(state).close()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    Ledger.open(shared).close()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
+def test_a_flag_described_by_a_mapping_loses_its_values():
+    diff = {"flag": "api_key", "before": SENTINEL, "after": "other", "effective": True, "gate": None}
+    assert redact([diff]) == [{"flag": "api_key", "before": REDACTED, "after": REDACTED, "effective": True,
+                               "gate": None}]
+    assert redact({"flag": "tp_size", "before": 1, "after": 2}) == {"flag": "tp_size", "before": 1, "after": 2}
+    assert SENTINEL not in redact_text(f"api_key: {SENTINEL}\n")
