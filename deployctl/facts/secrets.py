@@ -48,7 +48,7 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
 # still offer every name.
 _LEADS = (
     re.compile(rf"--(?P<name>{_NAME})(?:=|[ \t]+)"),  # --flag value, --flag=value
-    re.compile(rf"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)="),  # Environment="NAME=a b"
+    re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)="),  # Environment="NAME=a b"
     re.compile(rf"(?<![\w.\-\"'])(?P<name>{_NAME})="),  # NAME=value, repr keyword api_key='…'
     re.compile(rf"(?P<q>[\"'])(?:--)?(?P<name>{_NAME})(?P=q)\s*[:,]\s*"),  # 'key': v, JSON, argv list
     re.compile(rf"(?<![\w.\-\"'])(?P<name>{_NAME}):[ \t]+"),  # key: value (YAML, a log's "name: value")
