@@ -11,7 +11,9 @@ Measured on the 2-core machine this was written on (``benchmarks/bench_client.py
 one core, SGLang-shaped stand-in server on the other): it spends less CPU per token than aiohttp read
 the way SGLang's bench_serving reads it, and — because nothing else runs between the read and its
 timestamp — keeps TTFT/ITL timing error lowest at high concurrency. httpx consumed 2–3× more CPU per
-token and is used only for control requests (``deployctl.adapters.http_control``).
+token and is used only for control requests (``deployctl.adapters.http_control``). llhttp (httptools)
+in place of the parser below, inside the same Protocol, cost 8–16 % more CPU per token in the same run
+(``bench_client.py --clients engine,httptools``; figures in its docstring), so the parser stays.
 
 Speaks what SGLang's uvicorn server sends: HTTP/1.1 with chunked transfer encoding (or a
 Content-Length, or a body ended by close); ``https://`` works through asyncio's TLS transport.
@@ -63,6 +65,7 @@ class LoadClient:
     """``async with LoadClient(base_url) as client: await client.stream(path, body, sink)``."""
 
     name = "deployctl asyncio HTTP/1.1 protocol client (keep-alive, per-read timestamps)"
+    protocol: Callable[[], "_Connection"]  # set below the class: the parser one connection speaks
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0) -> None:
         parts = urlsplit(base_url)
@@ -122,7 +125,7 @@ class LoadClient:
                 return conn
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self._host, self._port, ssl=self._ssl),
+                loop.create_connection(self.protocol, self._host, self._port, ssl=self._ssl),
                 timeout=min(self._timeout_s, 30.0),
             )
         except asyncio.TimeoutError:
@@ -308,3 +311,6 @@ class _Connection(asyncio.Protocol):
         self._keep_alive = False
         if self._done is not None and not self._done.done():
             self._done.set_exception(LoadError(kind, f"{message}: {detail}" if detail else message))
+
+
+LoadClient.protocol = _Connection
