@@ -122,3 +122,15 @@ def test_a_flag_described_by_a_mapping_loses_its_values():
                                "gate": None}]
     assert redact({"flag": "tp_size", "before": 1, "after": 2}) == {"flag": "tp_size", "before": 1, "after": 2}
     assert SENTINEL not in redact_text(f"api_key: {SENTINEL}\n")
+
+
+def test_a_tuning_flag_that_looks_like_a_secret_keeps_the_unit_unredacted(tmp_path):
+    # Substring rules redacted this unit, and a redacted unit cannot be put back by `rollback --to`.
+    unit = ("[Service]\nEnvironment=\"TOKENIZERS_PARALLELISM=false\"\n"
+            "ExecStart=/x --speculative-num-draft-tokens 4 --speculative-token-map /m --max-total-tokens 9\n")
+    with Ledger.open(tmp_path) as led:
+        rid = led.begin_release(deployment="d", kind="promote", unit_name="u.service", unit_text=unit,
+                                unit_hash="h", who="w", flags={"speculative-num-draft-tokens": 4})
+        release = led.get(rid)
+    assert not release.redacted and release.unit_text == unit
+    assert release.flags == {"speculative-num-draft-tokens": 4}
