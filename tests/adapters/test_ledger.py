@@ -5,17 +5,11 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
-from deployctl.adapters.ledger import (
-    REDACTED,
-    Ledger,
-    redact_env,
-    redact_unit_text,
-    resolve_state_dir,
-    who_from_env,
-)
-from deployctl.errors import InputError
 from support.promote import bench, startup
+
+from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.errors import InputError
+from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
 
 NO_LEVELS = bench({})
 
@@ -66,8 +60,8 @@ def test_secrets_are_redacted_everywhere(ledger, tmp_path):
 
 def test_redaction_keeps_ordinary_lines():
     text = "[Service]\nEnvironment=OMP_NUM_THREADS=8\nExecStart=/x --tp 8\n"
-    assert redact_unit_text(text) == text
-    assert redact_env({"PASSWORD_FILE": "/p", "A": "b"}) == {"PASSWORD_FILE": REDACTED, "A": "b"}
+    assert redact_text(text) == text
+    assert redact_mapping({"PASSWORD_FILE": "/p", "A": "b"}) == {"PASSWORD_FILE": REDACTED, "A": "b"}
 
 
 def test_wal_mode(tmp_path, ledger):
