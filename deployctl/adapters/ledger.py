@@ -36,6 +36,7 @@ from deployctl.units.stamp import read_stamp, unit_hash
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
+_MEMORY = Path(":memory:")  # SQLite's name for a database in memory
 _LEDGER_VERSION = 1  # PRAGMA user_version; Ledger._migrate brings older ledgers up to it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
@@ -142,7 +143,8 @@ class Ledger:
         self.path = path
         self._clock = clock
         try:
-            _private_files(path)
+            if path != _MEMORY:
+                _private_files(path)
             self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -182,6 +184,11 @@ class Ledger:
             if new != row["unit_hash"]:
                 self._db.execute("UPDATE releases SET unit_hash=? WHERE id=?", (new, row["id"]))
                 self._db.execute("UPDATE benchmarks SET unit_hash=? WHERE unit_hash=?", (new, row["unit_hash"]))
+
+    @classmethod
+    def in_memory(cls, **kwargs: Any) -> "Ledger":
+        """A ledger that lives in memory and touches no file (the runner's tests)."""
+        return cls(_MEMORY, **kwargs)
 
     @classmethod
     def open(cls, state_dir: Path, **kwargs: Any) -> "Ledger":

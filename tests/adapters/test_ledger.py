@@ -165,3 +165,12 @@ def test_a_ledger_of_the_old_hash_rule_is_rehashed_and_its_rows_stay_valid(tmp_p
                                      max_age_s=10**10) is not None
     with Ledger.open(tmp_path) as ledger:  # once only
         assert ledger.get(rid).unit_hash == stamped
+
+
+def test_a_ledger_in_memory_touches_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = tmp_path.stat().st_mode
+    with Ledger.in_memory() as ledger:
+        rid = ledger.begin_release(deployment="d", kind="adopted", unit_name="u", unit_text="x", unit_hash="h", who="w")
+        assert ledger.get(rid).unit_hash == "h"
+    assert list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mode == before

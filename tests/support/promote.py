@@ -3,7 +3,6 @@ that lives in memory, so the runner's tests touch no disk. The fakes of its prot
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 from deployctl.adapters.ledger import Ledger
@@ -24,7 +23,7 @@ READY = StartOutcome(True, "ready", startup=startup(48), wait_s=2.0)
 
 
 def memory_ledger() -> Ledger:
-    return Ledger(Path(":memory:"))
+    return Ledger.in_memory()
 
 
 def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4) -> BenchResult:
