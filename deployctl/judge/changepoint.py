@@ -4,11 +4,11 @@ One canary watch cannot prove a 3 % loss on a noisy server, but ten watches befo
 persistent step can. The method (Matteson & James 2014, with Otava's significance test):
 
 1. in a segment, the split that maximises the energy-distance statistic
-   ``Q(τ) = m·n/(m+n) · (2·E|X−Y| − E|X−X'| − E|Y−Y'|)`` (X the values before τ, Y after) is the
-   candidate;
-2. the candidate is kept when Welch's t-test between the two sides gives a p-value at most
-   ``max_pvalue`` (Otava's default 0.001), then both sides are searched again;
-3. every kept point is tested again against its final neighbours, weakest first, until all stand.
+   ``Q(τ) = m·n/(m+n) · (2·E|X−Y| − E|X−X'| − E|Y−Y'|)`` (X the values before τ, Y after) is a
+   candidate, and both sides are searched again, down to segments too short to split;
+2. every candidate is tested with Welch's t-test between its neighbouring segments; the weakest one
+   above ``max_pvalue`` (Otava's default 0.001) is dropped, its segments merge, and the rest are
+   tested again, until every change point left stands.
 
 ``apache-otava`` itself is not a dependency: it pins numpy/scipy exactly and pulls in BigQuery,
 PostgreSQL and Slack clients; the method is this small.
@@ -41,7 +41,7 @@ def change_points(series: Sequence[float], *, max_pvalue: float = 0.001) -> list
     """The significant change points of ``series``, in order (empty for fewer than 2×MIN_SIDE values)."""
     x = np.asarray(series, dtype=float)
     found: list[int] = []
-    _split(x, 0, len(x), max_pvalue, found)
+    _split(x, 0, len(x), found)
     bounds = sorted(found)
     while True:  # drop the weakest point that no longer stands against its final neighbours
         tested = _tested(x, bounds)
@@ -51,15 +51,13 @@ def change_points(series: Sequence[float], *, max_pvalue: float = 0.001) -> list
         bounds.remove(weakest.index)
 
 
-def _split(x: np.ndarray, start: int, end: int, max_pvalue: float, found: list[int]) -> None:
+def _split(x: np.ndarray, start: int, end: int, found: list[int]) -> None:
     tau = _best_split(x[start:end])
     if tau is None:
         return
-    if _pvalue(x[start:start + tau], x[start + tau:end]) > max_pvalue:
-        return
     found.append(start + tau)
-    _split(x, start, start + tau, max_pvalue, found)
-    _split(x, start + tau, end, max_pvalue, found)
+    _split(x, start, start + tau, found)
+    _split(x, start + tau, end, found)
 
 
 def _best_split(seg: np.ndarray) -> int | None:
