@@ -14,7 +14,7 @@ from pathlib import Path
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._inventory import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import add_inventory_argument, inventory_path, load_inventory_from_args
 from deployctl.commands._release_verbs import (
     add_state_dir_argument,
     adopt_installed,
@@ -29,7 +29,9 @@ from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
 from deployctl.live.canary import WatchReport, judged_promotes, ledger_totals, watch
 from deployctl.live.site import Site, make_site
-from deployctl.promote.canary import decide_try
+from deployctl.live.canary_units import Paths, protect_home_for
+from deployctl.live.canary_units import install as install_units
+from deployctl.promote.canary import decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
 from deployctl.promote.report import table_lines
 
@@ -55,6 +57,7 @@ exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) 
             12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
 
 examples:
+  deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
   deployctl canary glm5                 # one run, as the timer does it
   deployctl canary --all -v             # every deployment, saying what happened
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
@@ -68,13 +71,16 @@ VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CAN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT", nargs="?", help="the deployment (or --all)")
+    parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
+                        help="the deployment (or --all); `install DEPLOYMENT` writes and enables its timer")
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_inventory_argument(parser)
     add_state_dir_argument(parser)
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
+    parser.add_argument("--every", metavar="PERIOD", default="6h",
+                        help="with install: how often the timer runs it (30s, 15min, 6h, 1d; default 6h)")
 
 
 @dataclass
@@ -94,10 +100,12 @@ class Run:
 
 
 def run(args: argparse.Namespace) -> int:
-    if bool(args.deployment) == bool(args.all):
-        raise InputError("say which deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
+    if args.target[:1] == ["install"]:
+        return install(args)
+    if len(args.target) > 1 or bool(args.target) == bool(args.all):
+        raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
-    names = list(inv.deployments) if args.all else [args.deployment]
+    names = list(inv.deployments) if args.all else args.target
     codes = []
     for name in names:
         site = make_site(inv, name, state_dir(args))
@@ -107,6 +115,28 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stdout if result.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else sys.stderr)
         codes.append(result.code)
     return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else 0)
+
+
+def install(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary install DEPLOYMENT --every 6h`")
+    try:
+        calendar, delay_s = every_to_calendar(args.every)
+    except ValueError as exc:
+        raise InputError(f"--every: {exc}") from None
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+    metrics = textfile_dir(args)
+    inventory = str(Path(inventory_path(args)).resolve())
+    paths = Paths(python=sys.executable, inventory=inventory, protect_home=protect_home_for(sys.executable, inventory),
+                  state_dir=str(site.state_dir.resolve()), textfile_dir=str(metrics) if metrics else None,
+                  unit_dir=str(site.endpoint.unit_dir), runtime_unit_dir=str(site.endpoint.runtime_dir),
+                  backup_dir=str(site.endpoint.backup_dir) if site.endpoint.backup_dir else None)
+    written = asyncio.run(install_units(site, paths, calendar, delay_s))
+    if args.verbose:
+        print("\n".join(f"wrote {w}" for w in written[:-1]))
+    print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
+          f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
 
 
 def textfile_dir(args: argparse.Namespace) -> Path | None:

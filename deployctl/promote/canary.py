@@ -59,3 +59,30 @@ def decide_try(profile: str | None, candidate_hash: str | None, live_hash: str |
     if not in_window(window, now):
         return TryDecision(False, f"outside the maintenance window ({window}): watch only")
     return TryDecision(True, f"trying {profile}: its unit differs from the live one and was not judged yet")
+
+
+_EVERY = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+
+
+def every_to_calendar(every: str) -> tuple[str, int]:
+    """``--every 6h`` as a systemd ``OnCalendar=`` (which ``Persistent=true`` needs) and a random delay.
+
+    Only periods that divide the next unit up evenly have a calendar form ("20s", "15min", "6h", "1d");
+    the random delay spreads hosts over a tenth of the period, at most 30 minutes."""
+    number = every.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = every[len(number):]
+    if not number.isdigit() or unit not in _EVERY or int(number) <= 0:
+        raise ValueError(f"cannot read the period {every!r}: use e.g. 30s, 15min, 6h, 1d")
+    n = int(number)
+    if unit == "s" and 60 % n == 0:
+        calendar = f"*:*:00/{n}"
+    elif unit == "min" and 60 % n == 0:
+        calendar = f"*:00/{n}"
+    elif unit == "h" and 24 % n == 0:
+        calendar = f"*-*-* 00/{n}:00:00"
+    elif unit == "d" and n == 1:
+        calendar = "daily"
+    else:
+        raise ValueError(f"the period {every!r} does not divide the next unit up evenly (a minute, an hour, a day); "
+                         "use e.g. 20s, 15min, 6h or 1d")
+    return calendar, min(n * _EVERY[unit] // 10, 1800)

@@ -198,3 +198,34 @@ def test_outside_the_window_nothing_restarts(world):
     assert _promotes(cli, "glm5-sim") == []
     verbose = cli("-v", "canary", "glm5-sim", timeout=180)
     assert "outside the maintenance window" in verbose.stdout, verbose.stdout + verbose.stderr
+
+
+def test_the_timer_fires_a_canary_by_itself(world):
+    cli, _, _ = world
+    box = cli.box
+    # Inside the sandbox's private /var/lib/deployctl: the unit's PrivateTmp hides the tests' /tmp.
+    (box.state_dir / "timer-inventory.yaml").write_text(cli.inventory.read_text())
+    metrics = box.state_dir / "textfile" / "deployctl_canary_glm5-sim.prom"
+    timer = "deployctl-canary@glm5-sim.timer"
+    done = cli("canary", "install", "glm5-sim", "--every", "20s", "-i", "/var/lib/deployctl/timer-inventory.yaml",
+               "--state-dir", "/var/lib/deployctl/timer-state", "--textfile-dir", "/var/lib/deployctl/textfile")
+    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        assert f"{timer} enabled" in done.stdout
+        assert box.run(["systemctl", "is-enabled", timer]).stdout.strip() == "enabled"
+        deadline = time.monotonic() + 120
+        while not metrics.exists():
+            assert time.monotonic() < deadline, box.run(["systemctl", "status", "deployctl-canary@glm5-sim.service"]).stdout
+            time.sleep(1)
+        assert 'outcome="ok"} 1.0' in metrics.read_text()
+        service = "deployctl-canary@glm5-sim.service"
+        deadline = time.monotonic() + 30
+        while box.run(["systemctl", "show", "-P", "Result", service]).stdout.strip() != "success":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        entries = subprocess.run([*box.journal_command, "-o", "json", "SYSLOG_IDENTIFIER=deployctl",
+                                  "DEPLOYCTL_DEPLOYMENT=glm5-sim"], capture_output=True, text=True).stdout
+        fields = [json.loads(line) for line in entries.splitlines() if line.strip()]
+        assert any(f.get("DEPLOYCTL_VERDICT") == "ok" and f.get("DEPLOYCTL_RELEASE") for f in fields), entries[-2000:]
+    finally:
+        box.run(["systemctl", "disable", "--now", timer])
