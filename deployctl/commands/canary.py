@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -238,7 +238,8 @@ def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
     if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
         payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
                    "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines}
+                   "host": site.host, "lines": out.lines,
+                   "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
         try:
             secret = webhook.read_secret(hook.secret_file)
         except OSError as exc:
