@@ -15,9 +15,7 @@ import sys
 import sqlite3
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -26,7 +24,7 @@ import yaml
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
-from tests.system.test_promote_e2e import FAST_SIM, POLICY, REPO, Cli, _free_port
+from tests.system.test_promote_e2e import FAST_SIM, POLICY, REPO, Cli, _free_port, _healthy
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
@@ -96,14 +94,6 @@ def _promotes(cli: Cli, deployment: str) -> list[tuple[str, str]]:
 
 def _main_pid(box: Sandbox, unit: str) -> str:
     return box.run(["systemctl", "show", "-P", "MainPID", unit]).stdout.strip()
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def test_a_quiet_watch_is_silent_and_writes_the_metrics(world):
@@ -229,3 +219,4 @@ def test_the_timer_fires_a_canary_by_itself(world):
         assert any(f.get("DEPLOYCTL_VERDICT") == "ok" and f.get("DEPLOYCTL_RELEASE") for f in fields), entries[-2000:]
     finally:
         box.run(["systemctl", "disable", "--now", timer])
+
