@@ -109,6 +109,8 @@ class CanaryPolicy(_Strict):
     # "02:00-05:00" every day, or "Sat,Sun 01:00-06:00"; host-local time. None: any time.
     window: str | None = Field(default=None, pattern=r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun)(,(Mon|Tue|Wed|Thu|Fri|Sat|Sun))* )?"
                                                      r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
+    # The watch's levels (a subset of bench.concurrency keeps it short); None: all of them.
+    levels: list[int] | None = Field(default=None, min_length=1)
     # Rolling back on a degraded watch is not built yet: a degraded live release alerts.
     on_degraded: Literal["alert"] = "alert"
     # A step in the watch series at least this large (a drop) marks the release degraded.
@@ -124,3 +126,11 @@ class Policy(_Strict):
     # A rollback verifies the restored baseline with a short sweep at these levels.
     verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+
+    @model_validator(mode="after")
+    def _canary_levels_measured(self) -> "Policy":
+        extra = sorted(set(self.canary.levels or ()) - set(self.bench.concurrency))
+        if extra:
+            raise ValueError(f"canary.levels {extra} are not in bench.concurrency {self.bench.concurrency}: "
+                             "a watch is compared with the release's own sweep at the same levels")
+        return self

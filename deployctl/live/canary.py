@@ -7,7 +7,7 @@ so ``deployctl show`` and the next watch both read the same time series from the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deployctl.adapters.ledger import Ledger
@@ -53,7 +53,10 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
         ledger.record(live.id, "canary", "note", WATCH, {"health": Health.DEGRADED.value, "healthy": False})
         return WatchReport(live, version, False, None, None, None, "")
     reference, reference_from = _reference(ledger, site, live, version)
-    result = await adapters.bench.sweep(site.url, None, policy.judge.min_trials)
+    levels = policy.canary.levels
+    if reference is not None and levels:
+        reference = replace(reference, levels=tuple(lv for lv in reference.levels if lv.concurrency in levels))
+    result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
     for _ in range(policy.judge.max_trials - policy.judge.min_trials):
         if reference is None:
             break

@@ -81,3 +81,11 @@ def test_what_to_try():
     assert decide_try("c", "h-new", "live", "0.5.9", judged, **args).attempt
     outside = decide_try("c", "h-new", "live", "0.5.9", judged, window="04:00-05:00", now=NOW)
     assert not outside.attempt and "watch only" in outside.reason
+
+
+def test_canary_levels_must_be_measured_levels():
+    from deployctl.inventory.policy import Policy
+
+    assert Policy.model_validate({"canary": {"levels": [16]}}).canary.levels == [16]
+    with pytest.raises(ValueError, match=r"canary.levels \[3\] are not in bench.concurrency"):
+        Policy.model_validate({"canary": {"levels": [3, 16]}})
