@@ -191,7 +191,7 @@ def test_outside_the_window_nothing_restarts(world):
     assert _main_pid(cli.box, unit) == before
     assert _promotes(cli, "glm5-sim") == []
     verbose = cli("-v", "canary", "glm5-sim", timeout=180)
-    assert "outside the maintenance window" in verbose.stdout, verbose.stdout + verbose.stderr
+    assert "outside the maintenance window" in verbose.stdout + verbose.stderr, verbose.stdout + verbose.stderr
 
 
 def test_the_timer_fires_a_canary_by_itself(world):
