@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from deployctl.errors import DeployctlError
 
 DEFAULT_TEXTFILE_DIR = Path("/var/lib/prometheus/node-exporter")
-OUTCOMES = ("ok", "degraded", "promoted", "rejected", "inconclusive", "rollback_failed", "busy", "error")
+OUTCOMES = ("ok", "degraded", "promoted", "rejected", "inconclusive", "refused", "rollback_failed", "busy", "error")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 

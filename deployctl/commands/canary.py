@@ -63,11 +63,17 @@ examples:
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
-SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.BAD_INPUT, ExitCode.BUG, ExitCode.REJECTED,
-            ExitCode.INCONCLUSIVE, ExitCode.BUSY, ExitCode.CANARY_PROMOTED, ExitCode.OK)
+SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.BUG, ExitCode.BAD_INPUT,
+            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED, ExitCode.BUSY,
+            ExitCode.CANARY_PROMOTED, ExitCode.OK)
 VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CANARY_PROMOTED: "promoted",
-           ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive",
+           ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive", ExitCode.PREFLIGHT_REFUSED: "refused",
            ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy"}
+
+
+def most_serious(codes: list[int]) -> int:
+    """The exit code of several outcomes (an unknown code counts as a bug's)."""
+    return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else SEVERITY.index(ExitCode.BUG))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join([*result.lines, *(result.detail if args.verbose else [])]),
                   file=sys.stdout if result.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else sys.stderr)
         codes.append(result.code)
-    return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else 0)
+    return most_serious(codes)
 
 
 def install(args: argparse.Namespace) -> int:
@@ -183,8 +189,7 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run) -> None:
     outcome = await promote(site, canary.profile, lock)
     out.promote = outcome
     code = ExitCode.CANARY_PROMOTED if outcome.exit_code == ExitCode.OK else outcome.exit_code
-    if out.code == ExitCode.OK or SEVERITY.index(code) < SEVERITY.index(out.code):
-        out.code = code
+    out.code = most_serious([out.code, code])
     out.lines.append(f"{site.name}: candidate {canary.profile}: {outcome.state.result.value if outcome.state.result else '?'}"
                      f" (release {outcome.release_id})")
     out.lines += [f"  {r}" for r in outcome.state.reasons]

@@ -89,3 +89,16 @@ def test_canary_levels_must_be_measured_levels():
     assert Policy.model_validate({"canary": {"levels": [16]}}).canary.levels == [16]
     with pytest.raises(ValueError, match=r"canary.levels \[3\] are not in bench.concurrency"):
         Policy.model_validate({"canary": {"levels": [3, 16]}})
+
+
+def test_the_most_serious_outcome_is_the_exit_code():
+    from deployctl.commands.canary import VERDICT, most_serious
+    from deployctl.errors import ExitCode
+
+    assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
+    assert most_serious([ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.OK]) == ExitCode.CANARY_DEGRADED
+    assert most_serious([ExitCode.REJECTED, ExitCode.ROLLBACK_FAILED]) == ExitCode.ROLLBACK_FAILED
+    assert most_serious([ExitCode.OK, 99]) == 99
+    codes = {ExitCode.OK, ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_PROMOTED, ExitCode.REJECTED,
+             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED}
+    assert len({VERDICT[c] for c in codes}) == len(codes)  # every outcome its own word, and its own code
