@@ -44,7 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", type=Path, metavar="BASELINE.json", help="the baseline's benchmark result")
     parser.add_argument("candidate", type=Path, metavar="CANDIDATE.json", help="the candidate's benchmark result")
     parser.add_argument("--policy", type=Path, metavar="FILE", help="judge policy (YAML or JSON)")
-    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

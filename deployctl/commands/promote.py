@@ -21,6 +21,7 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
+from deployctl.commands.options import complete_profiles, shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.live.bindings import live_adapters
 from deployctl.live.runner import Runner
@@ -39,8 +40,7 @@ restart, read the startup log (startup gates), benchmark, judge against the base
 roll back to the known-good unit and verify it. Every step is written to the ledger before it happens;
 a controller killed at any point is recovered by the next deployctl command on that deployment.
 
-exit codes: 0 kept (or nothing to change) · 2 bad input · 3 refused by pre-flight · 4 busy ·
-            10 rejected and rolled back · 11 inconclusive, baseline kept · 12 rollback failed · 130 aborted
+DEPLOYMENT is -d DEPLOYMENT, or the first of two positional arguments (`deployctl promote glm5 candidate`).
 
 examples:
   deployctl promote candidate                      # the only deployment of the inventory
@@ -51,8 +51,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate")
-    add_site_arguments(parser)
+    parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate"
+                        ).completer = complete_profiles  # type: ignore[attr-defined]
+    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `promote D PROFILE`: the alias of -d D
+    add_site_arguments(parser, alias=False)
     parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
@@ -60,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    shift_deployment(args, ("profile",), "second")
     site = site_from_args(args)
     if args.dry_run:
         plan = site.plan(args.profile, need_known_good=False)

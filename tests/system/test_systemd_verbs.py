@@ -6,6 +6,8 @@ A custom template runs a tiny script instead of SGLang, so these tests do not de
 
 from __future__ import annotations
 
+from deployctl.errors import ExitCode
+
 import json
 import subprocess
 import sys
@@ -103,7 +105,7 @@ def test_restart_then_status_then_a_crashing_profile(sandbox: Sandbox, inventory
     assert again.returncode == 0 and "unchanged (good)" in again.stdout
 
     failed = deployctl(sandbox, inventory, "restart", "toy", "--profile", "bad", "--json")
-    assert failed.returncode == 1
+    assert failed.returncode == ExitCode.FAILED
     result = json.loads(failed.stdout)
     assert result["outcome"] == "crashed" and result["reason"].startswith("exited with status 2")
     assert "RuntimeError: toy failure" in result["last_lines"]

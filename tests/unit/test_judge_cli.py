@@ -9,12 +9,14 @@ import pytest
 from test_judge import BASE, sweep  # noqa: E402  (tests/unit is on sys.path under pytest's rootdir rules)
 
 from deployctl.commands import judge as verb
+from deployctl.commands.options import add_global_options
 from deployctl.errors import InputError
 
 
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     verb.add_arguments(parser)
+    add_global_options(parser, in_verb=False)
     return verb.run(parser.parse_args(list(argv)))
 
 
