@@ -1,4 +1,4 @@
-"""deployctl demo: the whole product in about two minutes, on a throwaway systemd and the simulator."""
+"""deployctl demo: the whole product in about 40 s, on a throwaway systemd and the simulator."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ changes of the incidents and watch deployctl reject them and roll back:
      so the judge fails it on the benchmark.
 
 Then `deployctl history`, and the sandbox is torn down. The simulator runs time-scaled and the sweep is
-small, so it all takes about two minutes.
+small, so it all takes about 40 s.
 
 example:
   sudo ./scripts/demo                # bootstraps the venv, then runs `.venv/bin/deployctl demo`

@@ -719,3 +719,11 @@ _INVALID = object()
 
 def _mapping(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def located_problems(
+    exc: ValidationError, marked: MarkedYaml, file: str, root: type[BaseModel], prefix: tuple[Any, ...] = ()
+) -> list[Problem]:
+    """pydantic's errors on ``root`` (found at ``prefix`` of ``marked``) as FILE:LINE problems with did-you-mean:
+    the inventory's error path, for other YAML files (``deployctl judge --policy``)."""
+    return _pydantic_problems(exc, marked, file, root, prefix)
