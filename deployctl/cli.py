@@ -102,7 +102,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         )
         module.add_arguments(verb)
         add_global_options(verb, in_verb=True)
-        verb.set_defaults(_run=module.run)
+        verb.set_defaults(_run=module.run, _usage=verb.format_usage().strip())
     return parser
 
 
@@ -137,10 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(_completion_argv(argv))
         _complete(parser)
         try:
-            args = parser.parse_args(argv)
+            args, unknown = parser.parse_known_args(argv)
         except SystemExit as exc:  # --help, --version: argparse printed them
             _flush_stdout()
             return int(exc.code or 0)
+        if unknown:  # the verb's usage, not the top parser's
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}", hint=args._usage)
         as_json = bool(args.json)
         _configure_logging(args.verbose)
         if args.no_color:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from deployctl.errors import InputError
+from deployctl.errors import EnvironmentUnfit
 
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.inside:
         return _inside(Path(args.inside))
     if os.geteuid() != 0:
-        raise InputError("the demo boots a sandboxed systemd, which needs root", hint="sudo ./scripts/demo")
+        raise EnvironmentUnfit("the demo boots a sandboxed systemd, which needs root", hint="sudo ./scripts/demo")
     from deployctl.live.sandbox import Sandbox
 
     started = time.monotonic()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.commands._release_verbs import existing_state_dir
 from deployctl.commands.options import add_deployment
 from deployctl.commands.output import emit, emit_json
@@ -29,8 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Ledger.open(existing_state_dir(args)) as ledger:
-        releases = ledger.history(args.deployment, args.limit)
+    directory = existing_state_dir(args)
+    releases = []
+    if (directory / LEDGER_FILE).exists():  # a read-only verb never creates the ledger
+        with Ledger.open(directory) as ledger:
+            releases = ledger.history(args.deployment, args.limit)
     if args.json:
         emit_json([{k: v for k, v in r.to_dict().items() if k != "unit_text"} for r in releases])
     else:

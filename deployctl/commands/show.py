@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.commands._release_verbs import existing_state_dir
 from deployctl.commands.output import emit, emit_json
+from deployctl.errors import InputError
 from deployctl.promote.report import release_lines
 
 NAME = "show"
@@ -27,7 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Ledger.open(existing_state_dir(args)) as ledger:
+    directory = existing_state_dir(args)
+    if not (directory / LEDGER_FILE).exists():  # a read-only verb never creates the ledger
+        raise InputError(f"no release {args.release}: there is no ledger in {directory} yet",
+                         hint="`deployctl history` lists the releases recorded")
+    with Ledger.open(directory) as ledger:
         release = ledger.get(args.release)
         benches = ledger.benches(release.id)
         events = ledger.events(release.id)
