@@ -122,8 +122,23 @@ def test_global_options_work_before_and_after_the_verb(capsys: pytest.CaptureFix
 def test_the_positional_alias_and_d_must_agree(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["render", "glm5", "-d", "qwen35", "-i", EXAMPLE], capsys)
     assert code == ExitCode.BAD_INPUT and "two deployments named" in err
-    assert run(["promote", "glm5", "candidate", "--dry-run", "-i", EXAMPLE, "--state-dir", "/nonexistent"],
-               capsys)[0] == ExitCode.OK
+    assert run(["promote", "glm5", "candidate", "--dry-run", "--skip-preflight", "-i", EXAMPLE], capsys)[0] == 0
+
+
+def test_promote_dry_run_tells_the_whole_plan(no_bus: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run"], capsys)
+    assert code == ExitCode.PREFLIGHT_REFUSED  # glm5-host is not this machine: pre-flight warns, so it refuses
+    assert "KV cache tokens (max_total_num_tokens) may drop ≤ 25 %" in out
+    assert "WARN  host-remote" in out and "pre-flight would REFUSE this promote (exit 3)" in out
+    assert "the real run needs root" in out
+    assert "host glm5-host is remote (glm5-host.lan)" in out
+    code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run", "--json"], capsys)
+    plan = json.loads(out)
+    assert code == 3 and plan["preflight_would_refuse"] and plan["needs_root"] and plan["remote_host"] == "glm5-host.lan"
+    assert any("KV cache" in gate for gate in plan["startup_gates"])
+    assert not list((no_bus / "state").iterdir())  # a dry run writes nothing
 
 
 @pytest.mark.parametrize("verb", ["history", "show", "status"])
