@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _flush_stdout()
         return code
     except DeployctlError as exc:
-        return _fail(exc.message, exc.hint, exit_code_of(exc), as_json)
+        return _fail(exc.message, exc.hint, exit_code_of(exc), as_json and not exc.after_result)
     except BrokenPipeError:
         # `deployctl history | head` closed our stdout: not an error of ours.
         _silence_stdout()

@@ -62,6 +62,9 @@ class DeployctlError(Exception):
     """An expected failure: printed as ``error: message`` (+ ``hint: …``), never with a traceback."""
 
     exit_code: int = ExitCode.BUG
+    # The verb printed its result first (a JSON report that says why): under --json the error then goes
+    # to stderr, so stdout stays one JSON document.
+    after_result: bool = False
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

@@ -8,7 +8,7 @@ import sys
 
 from deployctl.commands._inventory import deployment_name, load_inventory_from_args
 from deployctl.commands.options import add_deployment, add_profile
-from deployctl.errors import ExitCode, PreflightRefused
+from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
 
 NAME = "check"
@@ -60,11 +60,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     if report.refuses(args.force):
-        if args.json:  # the report says why; stdout stays one JSON document
-            return ExitCode.PREFLIGHT_REFUSED
         if report.errors:
-            raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
-                                   hint="fix the errors above; --force only proceeds past warnings")
-        raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
-                               f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
+                                       hint="fix the errors above; --force only proceeds past warnings")
+        else:
+            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
+                                       f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+        refused.after_result = True
+        raise refused
     return 0

@@ -10,7 +10,7 @@ import sys
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import add_site_arguments, locked, state_dir
 from deployctl.commands.options import add_profile
-from deployctl.errors import ExitCode, InputError, JobFailed
+from deployctl.errors import InputError, JobFailed
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
 from deployctl.live.site import Site, make_site
 from deployctl.startup.journal_line import JournalLine
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(report_lines(report, installed)))
     if report.ok:
         return 0
-    if args.json:  # the report says why; stdout stays one JSON document
-        return ExitCode.FAILED
-    raise JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
-                    hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
-                    if report.invocation_id else f"systemctl status {report.unit}")
+    failure = JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
+                        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
+                        if report.invocation_id else f"systemctl status {report.unit}")
+    failure.after_result = True
+    raise failure
 
 
 def _profile(site: Site, wanted: str | None) -> str:
