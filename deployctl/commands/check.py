@@ -28,8 +28,8 @@ ERROR refuses (exit 3). WARN refuses too unless --force. INFO never does.
 
 examples:
   deployctl check -d glm5 --profile candidate -i inventory/example.yaml
-  deployctl check glm5 --profile candidate --force     # proceed past warnings (never past errors)
-  deployctl check qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
+  deployctl check -d glm5 --profile candidate --force     # proceed past warnings (never past errors)
+  deployctl check -d qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
 """
 
 

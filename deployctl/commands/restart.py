@@ -31,7 +31,7 @@ examples:
   deployctl restart -d glm5 --profile baseline
   deployctl restart glm5 --follow             # the positional alias of -d glm5
   deployctl restart -d glm5 --follow             # print the startup log as it is written
-  deployctl restart glm5 --profile baseline --adopt   # take over a hand-written unit (kept for rollback)
+  deployctl restart -d glm5 --profile baseline --adopt   # take over a hand-written unit (kept for rollback)
 """
 
 
