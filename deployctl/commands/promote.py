@@ -88,7 +88,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     plan = site.plan(profile, need_known_good=False)
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
         if preflight and not plan.unchanged else None
-    refuses = report is not None and report.refuses(False)
+    refuses = report is not None and bool(report.errors)  # as the real run: errors refuse, warnings are shown
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged
@@ -104,8 +104,9 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
         if report is not None:
             lines += ["  pre-flight:", *(f"    {line}" for line in format_report(report).splitlines())]
             if refuses:
-                why = "its errors above" if report.errors else "its warnings above (fix them, or --skip-preflight)"
-                lines.append(f"  pre-flight would REFUSE this promote (exit 3) on {why}")
+                lines.append("  pre-flight would REFUSE this promote (exit 3): fix the errors above")
+            elif report.warnings:
+                lines.append("  pre-flight would let it proceed with the warnings above")
         elif not plan.unchanged:
             lines.append("  pre-flight: skipped (--skip-preflight)")
         if needs_root:

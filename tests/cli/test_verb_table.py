@@ -129,16 +129,26 @@ def test_promote_dry_run_tells_the_whole_plan(no_bus: Path, monkeypatch: pytest.
                                               capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run"], capsys)
-    assert code == ExitCode.PREFLIGHT_REFUSED  # glm5-host is not this machine: pre-flight warns, so it refuses
+    assert code == ExitCode.OK  # glm5-host is not this machine: pre-flight warns, and a warning does not refuse
     assert "KV cache tokens (max_total_num_tokens) may drop ≤ 25 %" in out
-    assert "WARN  host-remote" in out and "pre-flight would REFUSE this promote (exit 3)" in out
+    assert "WARN  host-remote" in out and "pre-flight would let it proceed with the warnings above" in out
     assert "the real run needs root" in out
     assert "host glm5-host is remote (glm5-host.lan)" in out
     code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run", "--json"], capsys)
     plan = json.loads(out)
-    assert code == 3 and plan["preflight_would_refuse"] and plan["needs_root"] and plan["remote_host"] == "glm5-host.lan"
+    assert code == 0 and not plan["preflight_would_refuse"] and plan["needs_root"] and plan["remote_host"] == "glm5-host.lan"
     assert any("KV cache" in gate for gate in plan["startup_gates"])
     assert not list((no_bus / "state").iterdir())  # a dry run writes nothing
+
+
+def test_promote_dry_run_shows_what_pre_flight_would_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = tmp_path / "inv.yaml"  # a simulated host: its flag table is known, so a misspelt flag is an ERROR
+    inventory.write_text((REPO / "inventory" / "demo.yaml").read_text().replace(
+        "enable-flashinfer-allreduce-fusion: true", "enable-flashinfer-allreduce-fusoin: true"))
+    code, out, _ = run(["promote", "candidate", "-d", "glm5-sim", "--dry-run", "-i", str(inventory),
+                        "--state-dir", str(tmp_path)], capsys)
+    assert code == ExitCode.PREFLIGHT_REFUSED and "pre-flight would REFUSE this promote (exit 3)" in out
+    assert "ERROR" in out and "fusoin" in out
 
 
 @pytest.mark.parametrize("verb", ["history", "show", "status"])
