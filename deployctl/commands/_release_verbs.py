@@ -24,7 +24,7 @@ from deployctl.adapters.ledger import (
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import DEPLOYMENT_HELP, add_deployment
 from deployctl.errors import Busy, InputError
 from deployctl.inventory.policy import Policy
 from deployctl.live.bindings import live_adapters
@@ -36,8 +36,8 @@ from deployctl.promote.records import Release
 from deployctl.promote.report import live_release_line
 
 
-def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True) -> None:
-    add_deployment(parser, alias=alias)
+def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True, help: str = DEPLOYMENT_HELP) -> None:
+    add_deployment(parser, alias=alias, help=help)
 
 
 def state_dir(args: argparse.Namespace) -> Path:

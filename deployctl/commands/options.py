@@ -21,6 +21,7 @@ from deployctl.errors import UsageError
 DEFAULT_INVENTORY = "/etc/deployctl/inventory.yaml"
 INVENTORY_ENV = "DEPLOYCTL_INVENTORY"
 DEPLOYMENT_HELP = "the deployment (optional when the inventory has only one)"
+FILES_IN_THE_WAY = " (-d only: the positional arguments here are files)"
 ALIAS_HELP = "same as -d DEPLOYMENT (an alias)"
 
 
@@ -42,8 +43,7 @@ def add_global_options(parser: argparse.ArgumentParser, *, in_verb: bool) -> Non
 
 def add_deployment(parser: argparse.ArgumentParser, *, alias: bool = True, help: str = DEPLOYMENT_HELP) -> None:
     """``-d/--deployment``; with ``alias``, also an optional first positional DEPLOYMENT."""
-    action = parser.add_argument("-d", "--deployment", metavar="DEPLOYMENT", default=None,
-                                 help=help + ("" if alias else "; -d is the only way to name it here"))
+    action = parser.add_argument("-d", "--deployment", metavar="DEPLOYMENT", default=None, help=help)
     action.completer = complete_deployments  # type: ignore[attr-defined]
     if alias:
         positional = parser.add_argument("deployment_alias", nargs="?", metavar="DEPLOYMENT", default=None,

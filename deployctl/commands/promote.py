@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate"
                         ).completer = complete_profiles  # type: ignore[attr-defined]
     parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `promote D PROFILE`: the alias of -d D
-    add_site_arguments(parser, alias=False)
+    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
+                                                 "accepted as the first of two positional arguments)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the whole plan (pre-flight included; exit 3 if it would refuse) and change nothing")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
 from deployctl.startup.diff import diff_startups, flag_differences, unexplained_flags
@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("b", metavar="B", help="candidate: log file or startup-report JSON")
     parser.add_argument("--arch", metavar="SM", help="the host's GPU architecture, e.g. sm120 (for gate notes)")
     add_deployment(parser, alias=False,
-                   help="take the host (architecture) and, with --profiles, the flag diff from the inventory")
+                   help="take the host (architecture) and, with --profiles, the flag diff from the inventory"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--profiles", nargs=2, metavar=("PA", "PB"),
                         help="the two profiles of D whose flag/env diff explains the change")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.errors import InputError
 from deployctl.startup.parser import StartupParser, StartupReport
 from deployctl.startup.text import render_report
@@ -38,7 +38,8 @@ examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="the log ('-' for stdin)")
     add_deployment(parser, alias=False,
-                   help="read the current invocation of DEPLOYMENT's unit from the journal instead of FILE")
+                   help="read the current invocation of DEPLOYMENT's unit from the journal instead of FILE"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--server-info", metavar="FILE", help="JSON saved from GET /server_info (authoritative version)")
 
 

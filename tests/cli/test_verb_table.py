@@ -59,8 +59,11 @@ def test_help_lists_every_exit_code_and_how_to_name_the_deployment(verb: str, ca
         assert f"{number:>3}  {meaning}" in out
     for option in ("--inventory", "--state-dir", "--json", "--no-color", "--verbose"):
         assert option in out
-    if verb in DEPLOYMENT_VERBS:
+    if verb in DEPLOYMENT_VERBS:  # -d everywhere, and the help says whether a positional alias works
         assert "-d DEPLOYMENT, --deployment DEPLOYMENT" in out
+        flat = " ".join(out.split())
+        assert any(words in flat for words in ("same as -d DEPLOYMENT (an alias)", "first of two positional arguments",
+                                               "first of three positional arguments", "-d only: the positional"))
 
 
 @pytest.mark.parametrize("verb", VERBS)
