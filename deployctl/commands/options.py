@@ -51,8 +51,8 @@ def add_deployment(parser: argparse.ArgumentParser, *, alias: bool = True, help:
         positional.completer = complete_deployments  # type: ignore[attr-defined]
 
 
-def add_profile(parser: argparse.ArgumentParser, *, default: str | None, help: str) -> None:
-    action = parser.add_argument("--profile", "-p", metavar="PROFILE", default=default, help=help)
+def add_profile(parser: argparse.ArgumentParser, *, default: str | None, help: str, dest: str = "profile") -> None:
+    action = parser.add_argument("--profile", "-p", metavar="PROFILE", default=default, help=help, dest=dest)
     action.completer = complete_profiles  # type: ignore[attr-defined]
 
 

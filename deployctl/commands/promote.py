@@ -22,8 +22,8 @@ from deployctl.commands._release_verbs import (
     who,
 )
 from deployctl.commands.check import format_report
-from deployctl.commands.options import complete_profiles, shift_deployment
-from deployctl.errors import ExitCode
+from deployctl.commands.options import add_profile, complete_profiles, shift_deployment
+from deployctl.errors import ExitCode, UsageError
 from deployctl.preflight import run_preflight
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.live.bindings import live_adapters
@@ -55,8 +55,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate"
+    parser.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to try, e.g. candidate"
                         ).completer = complete_profiles  # type: ignore[attr-defined]
+    add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
+                dest="profile_option")
     parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `promote D PROFILE`: the alias of -d D
     add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
                                                  "accepted as the first of two positional arguments)")
@@ -69,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     shift_deployment(args, ("profile",), "second")
+    _one_profile(args)
     site = site_from_args(args)
     if args.dry_run:
         return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
@@ -81,6 +84,15 @@ def run(args: argparse.Namespace) -> int:
         ev = out.evidence
         emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
     return out.exit_code
+
+
+def _one_profile(args: argparse.Namespace) -> None:
+    """PROFILE, or --profile: one of them, once."""
+    named = {name for name in (args.profile, args.profile_option) if name}
+    if len(named) != 1:
+        raise UsageError("two profiles named: " + " and ".join(sorted(named)) if named else "no profile named",
+                         hint="deployctl promote PROFILE [-d DEPLOYMENT]")
+    args.profile = named.pop()
 
 
 def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:

@@ -125,7 +125,11 @@ def test_global_options_work_before_and_after_the_verb(capsys: pytest.CaptureFix
 def test_the_positional_alias_and_d_must_agree(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["render", "glm5", "-d", "qwen35", "-i", EXAMPLE], capsys)
     assert code == ExitCode.BAD_INPUT and "two deployments named" in err
-    assert run(["promote", "glm5", "candidate", "--dry-run", "--skip-preflight", "-i", EXAMPLE], capsys)[0] == 0
+    for words in (["glm5", "candidate"], ["candidate", "-d", "glm5"], ["-d", "glm5", "--profile", "candidate"]):
+        code, out, _ = run(["promote", *words, "--dry-run", "--skip-preflight", "-i", EXAMPLE, "--json"], capsys)
+        assert code == 0 and (json.loads(out)["deployment"], json.loads(out)["profile"]) == ("glm5", "candidate")
+    code, _, err = run(["promote", "baseline", "-d", "glm5", "-p", "candidate", "--dry-run", "-i", EXAMPLE], capsys)
+    assert code == ExitCode.BAD_INPUT and "two profiles named" in err
 
 
 def test_promote_dry_run_tells_the_whole_plan(no_bus: Path, monkeypatch: pytest.MonkeyPatch,
