@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.marked_yaml import load_marked
-from deployctl.inventory.model import located_problems
+from deployctl.inventory.pydantic_problems import pydantic_problems
 from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.verdict import Outcome, judge, render_verdict
@@ -103,6 +103,6 @@ def _load_policy(path: Path) -> JudgePolicy:
     try:
         return JudgePolicy.model_validate(data)
     except ValidationError as exc:
-        invalid = InventoryInvalid(str(path), located_problems(exc, marked, str(path), JudgePolicy, prefix))
+        invalid = InventoryInvalid(str(path), pydantic_problems(exc, marked, str(path), JudgePolicy, prefix))
         invalid.hint = "fix the lines above (the keys are the inventory's policy.judge block), then judge again"
         raise invalid from None
