@@ -48,18 +48,19 @@ def throughput(story: Story, note: str = "") -> Chart:
             points.set_gid(f"trials-{run.role.replace(' ', '-')}")
         concurrency_axis(ax, levels)
         ax.set_ylabel("output tok/s (aggregate)")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, frameon=False)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
         if intervals:
             ax2 = axes[1]
             for c, iv in sorted(intervals.items()):
                 col = _STATE_COLOUR.get(iv.state, LIMIT_COLOUR)
                 if iv.interval is not None:
                     ch = 100 * iv.interval.change
-                    ax2.errorbar([c], [ch], yerr=[[ch - 100 * iv.interval.low], [100 * iv.interval.high - ch]],
-                                 fmt="D", color=col, capsize=4, markersize=5, gid=f"interval-C{c}")
-                ax2.annotate(iv.state, (c, 0), textcoords="offset points", xytext=(0, 6), ha="center",
-                             fontsize=7, color=col)
+                    bars = ax2.errorbar([c], [ch], yerr=[[ch - 100 * iv.interval.low], [100 * iv.interval.high - ch]],
+                                        fmt="D", color=col, capsize=4, markersize=5)
+                    bars.lines[0].set_gid(f"interval-C{c}")
+                ax2.text(c, 1.0, iv.state, transform=ax2.get_xaxis_transform(), ha="center", va="bottom",
+                         fontsize=7, color=col, fontweight="bold")
             limits = {iv.limit_pct for iv in intervals.values()}
             for lim in limits:
                 ax2.axhline(-lim, color=LIMIT_COLOUR, linestyle="--", linewidth=1, label=f"limit −{lim:g} %")

@@ -19,11 +19,11 @@ class ReleaseRuns:
 
 
 def _live_after(item: ReleaseRuns) -> BenchResult | None:
-    """What served after the release: the kept candidate, else the restored baseline's verification, else
-    the baseline measured before it (a rejected candidate left it in place)."""
+    """What served after the release: the kept candidate, else the baseline measured before it (which a
+    rejected candidate was rolled back to), else the restored baseline's short verification."""
     if item.release.result == "kept":
         return item.runs.get("candidate")
-    return item.runs.get("verify") or item.runs.get("baseline") or item.runs.get("candidate")
+    return item.runs.get("baseline") or item.runs.get("verify")
 
 
 def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
@@ -44,14 +44,14 @@ def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
             rejected = [(i.release.id, v) for i in items if i.release.result != "kept"
                         and (v := level_mean(i.runs.get("candidate"), c)) is not None]
             if rejected:
-                ax.scatter(*zip(*rejected), marker="x", s=40, color=FAIL_COLOUR, zorder=3, gid=f"rejected-C{c}",
-                           label="rejected candidate" if n == 0 else None)
+                ax.scatter(*zip(*rejected), marker="X", s=55, color=colour("level", n), edgecolors=FAIL_COLOUR,
+                           linewidths=0.8, zorder=3, gid=f"rejected-C{c}", label=f"C={c} rejected candidate")
         ax.set_xticks(xs)
         ax.set_xticklabels([str(x) for x in xs])
         ax.set_xlabel("release")
         ax.set_ylabel("output tok/s (mean of trials)")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, frameon=False, ncols=4)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.2)  # room for the legend above the highest point
+        ax.legend(fontsize=7, frameon=False, ncols=4, loc="upper left")
 
     header = ("release", "kind", "profile", "result", *(f"C={c} live" for c in levels),
               *(f"C={c} candidate" for c in levels))
