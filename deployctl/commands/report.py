@@ -12,7 +12,8 @@ from deployctl.commands._inventory import add_inventory_argument, inventory_path
 from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
 from deployctl.errors import DeployctlError, InputError
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.promote.records import Release, StoredBench
+from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.reporting.story import Story
 
 NAME = "report"
 HELP = "write a release's evidence as one self-contained HTML file (charts + numbers), or markdown"
@@ -55,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from deployctl.reporting.history import ReleaseRuns, history_page
     from deployctl.reporting.markdown import comparison_markdown
     from deployctl.reporting.page import release_page
-    from deployctl.reporting.story import release_story
 
     with Ledger.open(state_dir(args)) as ledger:
         if args.history:
@@ -67,17 +67,25 @@ def run(args: argparse.Namespace) -> int:
                      for r in releases]
             return _write(history_page(args.history, items), args.output or f"{args.history}-history.html")
         release = ledger.get(args.release)
-        benches = ledger.benches(release.id)
-        events = ledger.events(release.id)
-        known_good = ledger.get(release.previous_id) if release.previous_id else None
-        reused = _reused_baseline(ledger, release, known_good, benches)
-    policy, said = _judge_policy(args, release)
-    story = release_story(release, benches, events, reused_baseline=reused, policy=policy)
+        story, known_good, events, said = load_story(args, ledger, release)
     if args.format == "markdown":
         sys.stdout.write(comparison_markdown(story))
         return 0
     html = release_page(story, release_changes(release, known_good, events), policy_note=said)
     return _write(html, args.output or f"release-{release.id}.html")
+
+
+def load_story(args: argparse.Namespace, ledger: Ledger, release: Release) -> tuple[Story, Release | None, list[Event], str]:
+    """A release's story from the ledger (with the baseline it reused, if so), its known-good release, its
+    events, and a line saying which judge policy the intervals were computed under."""
+    from deployctl.reporting.story import release_story
+
+    benches = ledger.benches(release.id)
+    events = ledger.events(release.id)
+    known_good = ledger.get(release.previous_id) if release.previous_id else None
+    reused = _reused_baseline(ledger, release, known_good, benches)
+    policy, said = _judge_policy(args, release)
+    return release_story(release, benches, events, reused_baseline=reused, policy=policy), known_good, events, said
 
 
 def _reused_baseline(ledger: Ledger, release: Release, known_good: Release | None,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.commands._inventory import add_inventory_argument
 from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
 from deployctl.commands.output import emit, emit_json
 from deployctl.promote.report import release_lines
@@ -19,6 +21,7 @@ the startup facts of baseline and candidate, the benchmark table, the verdict an
 examples:
   deployctl show 12
   deployctl show 12 --json | jq '.benchmarks[0].result.levels'
+  deployctl show 12 --format markdown    # the table to paste into a ticket
 """
 
 
@@ -26,9 +29,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", metavar="RELEASE", type=int, help="a release id from `deployctl history`")
     add_state_dir_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the release, its steps and raw samples as JSON")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="markdown: the operators' table, baseline and candidate side by side (GitHub-flavoured)")
+    add_inventory_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "markdown":
+        from deployctl.commands.report import load_story
+        from deployctl.reporting.markdown import comparison_markdown
+
+        with Ledger.open(state_dir(args)) as ledger:
+            story, *_ = load_story(args, ledger, ledger.get(args.release))
+        sys.stdout.write(comparison_markdown(story))
+        return 0
     with Ledger.open(state_dir(args)) as ledger:
         release = ledger.get(args.release)
         benches = ledger.benches(release.id)
