@@ -53,5 +53,10 @@ def _gates(events: Sequence[Event]) -> tuple[str, ...]:
 
 
 def _unit_diff(before: str, after: str) -> list[str]:
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), "known-good", "candidate", n=0, lineterm="")
+    """The unit texts' changed lines, less comments and deployctl's own bookkeeping (hash, profile name)."""
+
+    def meaningful(text: str) -> list[str]:
+        return [ln for ln in text.splitlines() if not ln.lstrip().startswith(("#", "X-Deployctl-Hash="))]
+
+    lines = difflib.unified_diff(meaningful(before), meaningful(after), n=0, lineterm="")
     return [ln for ln in lines if not ln.startswith(("---", "+++", "@@"))] or ["no differences"]
