@@ -156,3 +156,15 @@ def test_history_marks_rejected_candidates(records):
     runs = {b.role: BenchResult.from_dict(b.result) for b in benches}
     html = history_page("glm5-sim", [ReleaseRuns(release, runs), ReleaseRuns(known_good, {})])
     assert len(points(html, "rejected-C8")) == 1 and len(points(html, "live-C8")) == 1
+
+
+def test_a_candidate_stopped_before_the_benchmark_still_gets_its_story(records):
+    known_good, release, events, benches = records
+    gated = replace(release, result="rejected", reasons=["startup gate: effective max_running_requests fell from 48 to 26"])
+    failed = [*events[:11], Event(events[11].at, "STARTUP", "outcome", "Failed",
+                                  {"reasons": ["startup gate: effective max_running_requests fell from 48 to 26"]})]
+    baseline_only = [b for b in benches if b.role == "baseline"]
+    html = release_page(release_story(gated, baseline_only, failed, policy=POLICY), release_changes(gated, known_good, failed))
+    assert "REJECTED: startup gate: effective max_running_requests fell from 48 to 26" in html
+    assert re.search(r'<pre id="gates">startup gate: effective max_running_requests fell', html)
+    assert points(html, "trials-baseline") and 'id="trials-candidate"' not in html and "interval-C" not in html
