@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from deployctl.reporting.changes import release_changes
-    from deployctl.reporting.history import ReleaseRuns, history_page
-    from deployctl.reporting.markdown import comparison_markdown
+    from deployctl.reporting.history import ReleaseRuns, history_chart, history_page
+    from deployctl.reporting.markdown import chart_markdown, comparison_markdown
     from deployctl.reporting.page import release_page
 
     with Ledger.open(state_dir(args)) as ledger:
@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
                                  hint="see `deployctl history` for the deployments recorded")
             items = [ReleaseRuns(r, {b.role: BenchResult.from_dict(b.result) for b in ledger.benches(r.id)})
                      for r in releases]
+            if args.format == "markdown":
+                sys.stdout.write(chart_markdown(history_chart(items)))
+                return 0
             return _write(history_page(args.history, items), args.output or f"{args.history}-history.html")
         release = ledger.get(args.release)
         story, known_good, events, said = load_story(args, ledger, release)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from statistics import fmean
 from typing import Sequence
 
 from deployctl.bench.result import BenchResult, TrialResult
+from deployctl.reporting.charts import Chart
 from deployctl.reporting.story import Story
 
+_NUMBER = re.compile(r"[-+−]?[\d.]+( %)?(/\d+)?|—")
 _COLUMNS = ("Agg tok/s", "Per-req tok/s", "Tokens", "Wall(s)", "Ok")
 
 
@@ -19,8 +22,12 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 0) -> list[str]:
-    align = ["---:" if k >= numeric_from else ":---" for k in range(len(header))]
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """GitHub-flavoured: numbers right-aligned (a column whose cells are all numbers, ratios or "—")."""
+    def numeric(k: int) -> bool:
+        return bool(rows) and all(_NUMBER.fullmatch(r[k]) for r in rows)
+
+    align = ["---:" if numeric(k) else ":---" for k in range(len(header))]
     return [_row(header), "|" + "|".join(align) + "|", *(_row(r) for r in rows)]
 
 
@@ -56,7 +63,7 @@ def comparison_markdown(story: Story) -> str:
         else:
             change = "—"
         rows.append([str(c), *b, *k, change, iv.state if iv else "—"])
-    lines = _table(header, rows, numeric_from=0)
+    lines = _table(header, rows)
     r = story.release
     if r is not None:
         lines = [f"**Release {r.id}** {r.kind} of `{r.profile or 'installed unit'}` on `{r.deployment}`: "
@@ -77,3 +84,8 @@ def sweep_markdown(result: BenchResult) -> str:
             rows.append([str(t.concurrency), *([str(t.trial)] if many else []), f"{t.output_tok_s:.1f}", per_req,
                          str(t.output_tokens), f"{t.wall_s:.1f}", ok, note])
     return "\n".join(_table(header, rows)) + "\n"
+
+
+def chart_markdown(chart: Chart) -> str:
+    """A chart's numbers (the table under it on the page) as markdown, e.g. the history across releases."""
+    return "\n".join([f"**{chart.title}**", "", *_table(chart.table.header, chart.table.rows)]) + "\n"

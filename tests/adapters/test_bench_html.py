@@ -20,7 +20,7 @@ def test_bench_writes_the_sweeps_charts_and_prints_markdown(threaded_server, tmp
     out = capsys.readouterr().out
     assert code == 0
     assert "| C | Trial | Agg tok/s | Per-req tok/s | Tokens | Wall(s) | Ok | Note |" in out
-    assert "\n|" + "---:|" * 8 + "\n" in out  # GitHub-flavoured: the delimiter row, numbers right-aligned
+    assert "\n|" + "---:|" * 7 + ":---|\n" in out  # GitHub-flavoured delimiter row: numbers right, the note left
     result = BenchResult.from_dict(json.loads(raw.read_text()))
     html = page.read_text()
     assert len(points(html, "trials-this-run")) == 4

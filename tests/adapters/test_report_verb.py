@@ -63,6 +63,13 @@ def test_history_marks_the_rejected_candidate(state, tmp_path):
     assert len(points(html, "rejected-C8")) == 1 and len(points(html, "live-C8")) == 2
 
 
+def test_history_as_markdown(state, capsys):
+    assert main(["report", "--history", "glm5-sim", "--state-dir", str(state), "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("| release | kind | profile | result | C=2 live | C=8 live |")
+    assert [ln.split("|")[4].strip() for ln in lines[4:]] == ["rejected", "kept"]
+
+
 def test_markdown_on_report_and_show_is_the_same_table(state, capsys):
     assert main(["report", "2", "--state-dir", str(state), "--format", "markdown"]) == 0
     report = capsys.readouterr().out
