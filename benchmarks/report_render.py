@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO))
 t0 = time.perf_counter()
 import matplotlib  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 IMPORT_S = time.perf_counter() - t0

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.bench.telemetry import Sample, samples_from_dicts
+from deployctl.judge.verdict import METRICS
 from deployctl.reporting.charts import (
     FAIL_COLOUR, LIMIT_COLOUR, PASS_COLOUR, Chart, Table, colour, concurrency_axis, fmt, line, log_axis, marker, render,
 )
@@ -67,7 +68,7 @@ def throughput(story: Story, note: str = "") -> Chart:
             ax2.axhline(0, color="#000000", linewidth=0.6)
             concurrency_axis(ax2, sorted(intervals))
             conf = f"{story.judge_confidence:.0%} " if story.judge_confidence else ""
-            ax2.set_ylabel(f"candidate vs baseline, % ({conf}interval)")
+            ax2.set_ylabel(f"{METRICS[story.judge_metric].label}: candidate vs baseline, % ({conf}interval)", fontsize=8)
             ax2.legend(fontsize=7, frameon=False, loc="lower left")
 
     header = ["C"]

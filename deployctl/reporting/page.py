@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Sequence
 
@@ -49,7 +49,6 @@ class Story:
     intervals: tuple[LevelInterval, ...] = ()
     judge_metric: str = "output_tok_s"
     judge_confidence: float | None = None
-    notes: tuple[str, ...] = field(default=())
 
     def run(self, role: str) -> Run | None:
         return next((r for r in self.runs if r.role == role), None)
