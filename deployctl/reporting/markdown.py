@@ -63,7 +63,7 @@ def comparison_markdown(story: Story) -> str:
         else:
             change = "—"
         rows.append([str(c), *b, *k, change, iv.state if iv else "—"])
-    lines = _table(header, rows)
+    lines = _table(header, rows) if rows else ["(no benchmark was recorded for this release)"]
     r = story.release
     if r is not None:
         lines = [f"**Release {r.id}** {r.kind} of `{r.profile or 'installed unit'}` on `{r.deployment}`: "

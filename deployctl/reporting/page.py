@@ -49,8 +49,8 @@ def verdict_line(story: Story) -> str:
     r = story.release
     assert r is not None
     result = (r.result or "unfinished").upper()
-    why = r.reasons[0] if r.reasons else (r.verdict or "no reason recorded")
-    return f"{result}: {why}"
+    why = r.reasons[0] if r.reasons else r.verdict
+    return f"{result}: {why}" if why else result
 
 
 def release_page(story: Story, changes: Changes | None, *, policy_note: str = "") -> str:
