@@ -143,7 +143,8 @@ def per_request(story: Story) -> Chart:
                 continue
             pos = [k - 0.4 + width * (n + 0.5) for k, _ in data]
             box = ax.boxplot([d for _, d in data], positions=pos, widths=width * 0.85, patch_artist=True,
-                             showfliers=True, flierprops={"marker": marker(run.role), "markersize": 3})
+                             showfliers=True, flierprops={"marker": marker(run.role), "markersize": 3},
+                             medianprops={"color": "#000000", "linewidth": 1.2})  # not matplotlib's orange
             for patch in box["boxes"]:
                 patch.set(facecolor=colour(run.role, n), alpha=0.75, edgecolor="#333333",
                           hatch="" if n == 0 else "//", gid=f"box-{run.role.replace(' ', '-')}")
