@@ -27,6 +27,10 @@ class ExitCode:
     REJECTED = 10
     INCONCLUSIVE = 11
     ROLLBACK_FAILED = 12
+    # --- deployctl canary (issue 20): the watch's own outcomes; a tried candidate exits as promote
+    #     does (10 rejected, 11 inconclusive, 12 rollback failed), busy is 4 ---
+    CANARY_DEGRADED = 20  # the live release measures worse than at its promotion, or stepped down
+    CANARY_PROMOTED = 21  # the pending candidate was tried and kept
     INTERRUPTED = 130
 
 
