@@ -37,6 +37,7 @@ examples:
   deployctl bench qwen35 -o /tmp/baseline.json          # the positional alias of -d qwen35
   deployctl bench --url http://127.0.0.1:30000 --concurrency 1,4,16 --input-tokens 1000 --output-tokens 1000
   deployctl bench -d glm5 --concurrency 64 --trials 3 --json      # JSON on stdout, table on stderr
+  deployctl bench glm5 --trials 3 --html sweep.html --format markdown
 """
 
 
@@ -58,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="token ids are drawn below this (default: what the server reports, else 32000)")
     parser.add_argument("--seed", type=int, help="prompt seed (default: random)")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the result as JSON to FILE")
+    parser.add_argument("--html", metavar="FILE", help="also write the sweep's charts as one self-contained HTML file")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="markdown: print the table as GitHub-flavoured markdown")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +69,12 @@ def run(args: argparse.Namespace) -> int:
     policy = _policy(target.policy, args)
     out = sys.stderr if args.json else sys.stdout
     result, stopped = asyncio.run(_measure(target, policy, args, out))
-    print(render_table(result), file=out)
+    if args.format == "markdown":
+        from deployctl.reporting.markdown import sweep_markdown
+
+        print(sweep_markdown(result), file=out)
+    else:
+        print(render_table(result), file=out)
     _print_extras(result, out)
     text = json.dumps(result.to_dict(), indent=1)
     if args.output:
@@ -74,9 +83,23 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot write {args.output}: {exc.strerror}") from exc
         print(f"wrote {args.output}", file=out)
+    if args.html:
+        _write_html(result, target, args.html, out)
     if args.json:
         print(text)
     return ExitCode.INTERRUPTED if stopped else ExitCode.OK
+
+
+def _write_html(result: BenchResult, target: "_Target", path: str, out: TextIO) -> None:
+    from deployctl.reporting.page import bench_page
+    from deployctl.reporting.story import bench_story
+
+    html = bench_page(bench_story(result), f"Benchmark of {target.url}")
+    try:
+        Path(path).write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}", hint="choose another path with --html FILE") from None
+    print(f"wrote {path}", file=out)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ JSON_CASES: dict[str, tuple[list[str], int]] = {
     "abort": (["glm5"], ExitCode.OK),
     "demo": ([], ExitCode.ENVIRONMENT),  # not root (below)
     "canary": (["glm5"], ExitCode.ENVIRONMENT),
+    "report": (["1"], ExitCode.BAD_INPUT),  # no ledger yet
 }
 
 
