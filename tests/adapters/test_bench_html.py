@@ -16,7 +16,7 @@ def test_bench_writes_the_sweeps_charts_and_prints_markdown(threaded_server, tmp
     url = threaded_server(FakeSglang())
     page, raw = tmp_path / "sweep.html", tmp_path / "r.json"
     code = main(["bench", "--url", url, "-c", "1,2", "--input-tokens", "8", "--output-tokens", "10", "--warmup", "0",
-                 "--trials", "2", "--json", str(raw), "--html", str(page), "--format", "markdown"])
+                 "--trials", "2", "-o", str(raw), "--html", str(page), "--format", "markdown"])
     out = capsys.readouterr().out
     assert code == 0
     assert "| C | Trial | Agg tok/s | Per-req tok/s | Tokens | Wall(s) | Ok | Note |" in out
