@@ -355,6 +355,16 @@ class Ledger:
         ).fetchone()
         return _bench(row) if row else None
 
+    def baseline_before(self, *, unit_hash: str, bench_key: str, before: float) -> StoredBench | None:
+        """The newest baseline measurement of this unit and sweep taken before ``before``: the one a release
+        that reused a fresh baseline was judged against (reuse saves no row of its own)."""
+        row = self._db.execute(
+            "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND at<=?"
+            " ORDER BY at DESC LIMIT 1",
+            (unit_hash, bench_key, before),
+        ).fetchone()
+        return _bench(row) if row else None
+
 
 def _release(row: sqlite3.Row) -> Release:
     return Release(

@@ -24,7 +24,9 @@ import yaml
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
-from tests.system.test_promote_e2e import FAST_SIM, POLICY, REPO, Cli, _free_port, _healthy
+from support.clirun import free_port as _free_port
+from support.promote_world import FAST_SIM, POLICY, REPO, Cli
+from support.promote_world import healthy as _healthy
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
