@@ -16,10 +16,14 @@ capped (``MAX_PRIOR_DF``) so that old history never drowns what the host does no
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
+from scipy.special import ndtri
+
+from deployctl.bench.result import BenchResult
+from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, outlier_indices
-
+from deployctl.judge.verdict import METRICS
 
 
 def sample_sum_of_squares(values: Sequence[float]) -> tuple[float, int]:
@@ -58,8 +62,45 @@ def planned_trials(
     """
     if sigma is None:
         return most
-    from scipy.special import ndtri
-
     z = float(ndtri(1 - false_fail) + ndtri(1 - miss))
     n = math.ceil(2 * (sigma * z / (2 * limit_log)) ** 2)
     return min(most, max(least, n))
+
+
+def baseline_trials(policy: JudgePolicy, sigma: float | None, concurrency: int) -> int:
+    """How many baseline trials this level gets: sized from the learned σ, within the policy's bounds.
+
+    ``policy.baseline_trials`` set explicitly wins (an operator's choice); otherwise the learned σ plans
+    it between ``min_trials`` and ``max_trials``, and with nothing learned it is ``max_trials``.
+    """
+    if policy.baseline_trials is not None:
+        return policy.baseline_trials
+    limit = policy.rule_for(concurrency).limit_pct or policy.limit_pct
+    return planned_trials(
+        sigma, -math.log1p(-min(limit, 99.0) / 100), false_fail=policy.false_fail, miss=policy.miss,
+        least=policy.min_trials, most=policy.max_trials,
+    )
+
+
+def aa_samples(result: BenchResult, metric: str) -> dict[int, list[float]]:
+    """The valid trial values of ``metric`` per level of one measurement of an unchanged release."""
+    value = METRICS[metric].value
+    out: dict[int, list[float]] = {}
+    for level in result.levels:
+        values = [value(t) for t in level.trials if t.invalid_reason is None]
+        good = [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+        if len(good) >= 2:
+            out[level.concurrency] = good
+    return out
+
+
+def learn_from(
+    known: Mapping[int, NoiseEstimate], result: BenchResult, metric: str
+) -> dict[int, NoiseEstimate]:
+    """``known`` (per level, as the ledger holds it) updated with one more A/A measurement."""
+    updated = dict(known)
+    for c, values in aa_samples(result, metric).items():
+        estimate = learn(known.get(c), [values])
+        if estimate is not None:
+            updated[c] = estimate
+    return updated

@@ -28,10 +28,11 @@ from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri, stdtrit
 
 
-# Kim–DeMets ρ = 1 spends the error in proportion to the information: the clear cases (−30 %, the −87 %
-# incident, +5 %) stop at the first look, which is where most of the time is saved. ρ = 3 (O'Brien–
-# Fleming-like) was simulated too: it holds more for the last look and stops later on average.
-SPENDING_RHO = 1.0
+# Kim–DeMets ρ = 2: a quarter of the error at half the information. Simulated at σ = 3 % (20 000 runs,
+# benchmarks/judge_calibration.py): ρ = 1 (Pocock-like, spend early) caught −10 % only 93.9 % of the time
+# without a learned σ, its late looks starved; ρ = 2 catches 96.1 % (96.9 % with a learned σ) for 0.1
+# more candidate trial on average; ρ = 0.5 caught 90.9 %.
+SPENDING_RHO = 2.0
 
 
 @dataclass(frozen=True)
