@@ -23,7 +23,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from deployctl.errors import DeployctlError, InputError
 from deployctl.promote.records import Event, Release, StoredBench
@@ -327,6 +327,22 @@ class Ledger:
             (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s),
         ).fetchone()
         return _bench(row) if row else None
+
+    def aa_benches(
+        self, *, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int], limit: int = 20
+    ) -> list[StoredBench]:
+        """The newest measurements of unchanged live releases (baselines, verifications) of this deployment
+        on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise`` learns from.
+        ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, so
+        the baseline in front of the judge is never counted twice."""
+        marks = ",".join("?" * len(exclude_releases)) or "NULL"
+        rows = self._db.execute(
+            "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
+            " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
+            f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
+            (deployment, host, bench_key, *exclude_releases, limit),
+        ).fetchall()
+        return [_bench(r) for r in reversed(rows)]
 
 
 def _release(row: sqlite3.Row) -> Release:

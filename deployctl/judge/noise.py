@@ -104,3 +104,11 @@ def learn_from(
         if estimate is not None:
             updated[c] = estimate
     return updated
+
+
+def learn_history(results: Iterable[BenchResult], metric: str) -> dict[int, NoiseEstimate]:
+    """Per level, the noise learned from stored A/A measurements, oldest first (the newest weigh most)."""
+    known: dict[int, NoiseEstimate] = {}
+    for result in results:
+        known = learn_from(known, result, metric)
+    return known
