@@ -322,7 +322,8 @@ class Ledger:
         on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise`` learns from.
         ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, so
         the baseline in front of the judge is never counted twice."""
-        marks = ",".join("?" * len(exclude_releases)) or "NULL"
+        # NOT IN () is not SQL, and NOT IN (NULL) matches nothing: -1 is no release's id.
+        marks = ",".join("?" * len(exclude_releases)) or "-1"
         rows = self._db.execute(
             "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
             " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
