@@ -130,7 +130,7 @@ def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
     done = cli("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert done.returncode == 0, done.stderr
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
-                     "fail beyond −10 %", "max_running_requests may drop ≤ 10 %"):
+                     "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %"):
         assert expected in done.stdout, expected
     plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
