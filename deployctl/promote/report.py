@@ -121,8 +121,8 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
         f" baseline {_baseline_trials(p.judge)}, candidate {p.judge.min_trials}–{p.judge.max_trials}"
     )
     lines.append(
-        f"  judge: {p.judge.metric}, limit −{p.judge.limit_pct:g} %; an unchanged candidate failed ≤ {p.judge.false_fail:.0%},"
-        f" twice the limit passed ≤ {p.judge.miss:.0%}; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
+        f"  judge: {p.judge.metric}, limit −{p.judge.limit_pct:g} %; an unchanged candidate failed ≤ {100 * p.judge.false_fail:g} %,"
+        f" twice the limit passed ≤ {100 * p.judge.miss:g} %; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
     )
     g = p.gates
     gates = []
