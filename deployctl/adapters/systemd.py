@@ -334,3 +334,8 @@ class Systemd:
                 yield await self.unit_state(unit)
         finally:
             self._watchers[path].remove(queue)
+
+    async def enable_unit_files(self, files: list[str]) -> None:
+        """``systemctl enable FILES`` (the [Install] section's symlinks, persistent), then a daemon-reload."""
+        await self._manager("EnableUnitFiles", "asbb", [files, False, True])
+        await self.reload()

@@ -1,4 +1,4 @@
-"""deployctl demo: the whole product in about two minutes, on a throwaway systemd and the simulator."""
+"""deployctl demo: the whole product in about 40 s, on a throwaway systemd and the simulator."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from deployctl.errors import InputError
+from deployctl.errors import EnvironmentUnfit
 
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
@@ -30,7 +30,7 @@ changes of the incidents and watch deployctl reject them and roll back:
      so the judge fails it on the benchmark.
 
 Then `deployctl history`, and the sandbox is torn down. The simulator runs time-scaled and the sweep is
-small, so it all takes about two minutes.
+small, so it all takes about 40 s.
 
 example:
   sudo ./scripts/demo                # bootstraps the venv, then runs `.venv/bin/deployctl demo`
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.inside:
         return _inside(Path(args.inside))
     if os.geteuid() != 0:
-        raise InputError("the demo boots a sandboxed systemd, which needs root", hint="sudo ./scripts/demo")
+        raise EnvironmentUnfit("the demo boots a sandboxed systemd, which needs root", hint="sudo ./scripts/demo")
     from deployctl.live.sandbox import Sandbox
 
     started = time.monotonic()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger
+from deployctl.commands._release_verbs import existing_state_dir
 from deployctl.commands.output import emit, emit_json
+from deployctl.errors import InputError
 from deployctl.promote.report import release_lines
 
 NAME = "show"
@@ -24,12 +25,14 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", metavar="RELEASE", type=int, help="a release id from `deployctl history`")
-    add_state_dir_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the release, its steps and raw samples as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    with Ledger.open(state_dir(args)) as ledger:
+    directory = existing_state_dir(args)
+    if not (directory / LEDGER_FILE).exists():  # a read-only verb never creates the ledger
+        raise InputError(f"no release {args.release}: there is no ledger in {directory} yet",
+                         hint="`deployctl history` lists the releases recorded")
+    with Ledger.open(directory) as ledger:
         release = ledger.get(args.release)
         benches = ledger.benches(release.id)
         events = ledger.events(release.id)
