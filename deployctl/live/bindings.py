@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from statistics import mean
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
+from deployctl.judge.stats import NoiseEstimate
 from deployctl.live.measure import LiveBench
 from deployctl.live.protocols import Adapters, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, restart_and_wait
@@ -143,10 +144,12 @@ class LiveJudge:
         verdict = check_startup_gates(baseline, candidate, self.policy.gates)
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
+    def judge(
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+    ) -> JudgeResult:
         from deployctl.judge.verdict import judge
 
-        verdict = judge(baseline, candidate, self.policy.judge)
+        verdict = judge(baseline, candidate, self.policy.judge, noise)
         rows = tuple(
             LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
                      _change(lv), lv.state, lv.reason)

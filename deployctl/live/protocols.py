@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
+from deployctl.judge.stats import NoiseEstimate
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import DriftResult, GateResult, JudgeResult, Plan, PreflightResult, StartOutcome
 from deployctl.startup.parser import StartupReport
@@ -34,7 +35,9 @@ class Bench(Protocol):
 
 class Judge(Protocol):
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult: ...
+    def judge(
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+    ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
 
 

@@ -14,7 +14,7 @@ from statistics import mean
 from typing import Any, Iterable, Sequence
 
 from deployctl.bench.result import BenchResult, LevelTelemetry
-from deployctl.inventory.policy import Policy
+from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
 from deployctl.promote.records import Release
@@ -119,11 +119,11 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     p = plan.policy
     lines.append(
         f"  benchmark: C={','.join(map(str, p.bench.concurrency))}, {p.bench.input_tokens} in / {p.bench.output_tokens} out,"
-        f" baseline {p.judge.baseline_trial_count} trials, candidate {p.judge.min_trials}–{p.judge.max_trials}"
+        f" baseline {_baseline_trials(p.judge)}, candidate {p.judge.min_trials}–{p.judge.max_trials}"
     )
     lines.append(
-        f"  judge: {p.judge.metric}, fail beyond −{p.judge.limit_pct:g} % at {p.judge.confidence:.0%} confidence;"
-        f" inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
+        f"  judge: {p.judge.metric}, limit −{p.judge.limit_pct:g} %; an unchanged candidate failed ≤ {100 * p.judge.false_fail:g} %,"
+        f" twice the limit passed ≤ {100 * p.judge.miss:g} %; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
     )
     latency = [f"{name} p99 may rise ≤ {limit:g} %" for name, limit in
                (("TTFT", p.judge.ttft_p99_limit_pct), ("ITL", p.judge.itl_p99_limit_pct)) if limit is not None]
@@ -292,3 +292,7 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
 # --- printing ---------------------------------------------------------------------------------------
 
 
+def _baseline_trials(judge: JudgePolicy) -> str:
+    if judge.baseline_trials is not None:
+        return f"{judge.baseline_trials} trials"
+    return f"{judge.min_trials}–{judge.max_trials} trials, sized from the host's learned noise"

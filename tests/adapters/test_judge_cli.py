@@ -48,7 +48,7 @@ def test_json_output_and_policy_file(files, capsys):
 
 def test_inconclusive_exits_11(files):
     b = files("b.json", sweep({64: BASE}).to_dict())
-    c = files("c.json", sweep({64: [960.0, 1000.0]}).to_dict())
+    c = files("c.json", sweep({64: [900.0, 1000.0]}).to_dict())
     assert run(b, c) == 11
 
 
