@@ -1,6 +1,6 @@
 """Client overhead: does deployctl's load engine measure the server, or itself?
 
-Compares, in the same run, deployctl's engine (``deployctl.live.sweep.run_trial`` over
+Compares, in the same run, deployctl's engine (``deployctl.live.trial.run_trial`` over
 ``deployctl.adapters.http_load``) with a reference client written the way SGLang's bench_serving does
 it (aiohttp, one shared session, ``async for line in response.content``, ``json.loads`` per line,
 ``perf_counter`` per chunk, a semaphore over tasks created up front) — and, with ``--clients``, httpx,
