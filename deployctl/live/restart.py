@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
+from deployctl.adapters.aio import bounded
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import JobResult, Systemd
 from deployctl.adapters.unitfiles import (
@@ -95,13 +96,13 @@ def http_health_probe(url: str, *, timeout_s: float = 2.0) -> Probe:
 
     async def probe() -> bool:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            reader, writer = await bounded(asyncio.open_connection(host, port), timeout_s)
         except (OSError, asyncio.TimeoutError):
             return False
         try:
             writer.write(request)
             await writer.drain()
-            status = await asyncio.wait_for(reader.readline(), timeout_s)
+            status = await bounded(reader.readline(), timeout_s)
             fields = status.split()
             return len(fields) >= 2 and fields[1] == b"200"
         except (OSError, asyncio.TimeoutError):
