@@ -195,15 +195,14 @@ async def test_a_lost_job_removed_signal_does_not_hang_the_wait(
     name = "st-lost-signal.service"
     unit_files.install(name, unit_text(SLEEPER.format(marker="lost")))
     await systemd.reload()
-    deliver = systemd._on_message
+    deliver = systemd._on_signal
 
     def drop_job_removed(msg: object) -> None:
         if getattr(msg, "member", None) != "JobRemoved":
             deliver(msg)
 
     # A bus that drops our JobRemoved (a full queue): the wait must notice the job is gone.
-    systemd._bus.remove_message_handler(deliver)
-    systemd._bus.add_message_handler(drop_job_removed)
+    systemd.bus._on_signal = drop_job_removed
     started = time.monotonic()
     job = await systemd.restart(name, timeout=30)
     assert job.ok and time.monotonic() - started < 10
