@@ -78,14 +78,17 @@ class SystemdBus:
         self._rules: Counter[str] = Counter()  # per-unit matches to restore on a reconnect
         self._reconnecting: asyncio.Lock | None = None
         self._closed = False
+        self._monitor: asyncio.Task[None] | None = None
         self.reconnects = 0
 
     async def open(self) -> "SystemdBus":
-        self._bus = await self._connect()
+        self._use(await self._connect())
         return self
 
     def close(self) -> MessageBus | None:
         self._closed = True
+        if self._monitor is not None:
+            self._monitor.cancel()
         bus, self._bus = self._bus, None
         if bus is not None:
             bus.disconnect()
@@ -168,6 +171,33 @@ class SystemdBus:
             log.warning("could not subscribe again after systemd moved on the bus: %s", exc)
         self._on_reconnect()
 
+    def _use(self, bus: MessageBus) -> None:
+        self._bus = bus
+        if self._monitor is not None:
+            self._monitor.cancel()
+        self._monitor = asyncio.get_running_loop().create_task(self._reconnect_when_lost(bus))
+
+    async def _reconnect_when_lost(self, bus: MessageBus) -> None:
+        """Reconnect as soon as the connection ends, not at the next call: a watch waiting for a crash
+        makes no call, and must not wait on a dead connection."""
+        try:
+            # Shielded: cancelling this monitor must not cancel the bus's own disconnect future.
+            await asyncio.shield(bus.wait_for_disconnect())
+        except Exception:  # noqa: BLE001 - how it ended does not matter, only that it did
+            pass
+        deadline = time.monotonic() + RETRY_WINDOW_S
+        for attempt in range(1_000_000):
+            if self._closed or self._bus is not bus:
+                return
+            try:
+                await self._live(broken=bus)
+                return
+            except (SystemdError, ConnectionLost, asyncio.TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    log.warning("the bus connection is lost and could not be made again: %s", exc)
+                    return
+            await asyncio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+
     async def _live(self, broken: MessageBus | None = None) -> MessageBus:
         """The current connection, or a new one if it is gone (or is ``broken``)."""
         if self._closed:
@@ -181,7 +211,7 @@ class SystemdBus:
             if bus is not None:
                 bus.disconnect()
             self._bus = None
-            self._bus = await self._connect()
+            self._use(await self._connect())
             self.reconnects += 1
             log.warning("reconnected to systemd's bus (%d)", self.reconnects)
         self._on_reconnect()
