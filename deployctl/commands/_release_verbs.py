@@ -41,7 +41,7 @@ from deployctl.promote.report import live_release_line
 def add_state_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir", metavar="DIR", default=None,
-        help="where the ledger and locks live (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)",
+        help="where the ledger lives (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)",
     )
 
 
@@ -75,7 +75,7 @@ def limits(policy: Policy, *, preflight: bool = True) -> m.Limits:
 @contextmanager
 def locked(site: Site, verb: str) -> Iterator[DeploymentLock]:
     """Hold the deployment's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it."""
-    lock = DeploymentLock(site.state_dir, site.name)
+    lock = site.lock()
     lock.acquire(verb, who())
     try:
         yield lock

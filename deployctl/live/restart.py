@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from deployctl.adapters.aio import bounded
 from deployctl.adapters.journal import Journal
+from deployctl.adapters.lock import DEFAULT_LOCK_DIR, DeploymentLock
 from deployctl.adapters.systemd import JobResult, Systemd
 from deployctl.adapters.unitfiles import (
     DEFAULT_BACKUP_DIR,
@@ -47,11 +48,12 @@ class Endpoint:
     runtime_dir: Path = DEFAULT_RUNTIME_DIR
     backup_dir: Path | None = DEFAULT_BACKUP_DIR
     journal_command: tuple[str, ...] = ("journalctl",)
+    lock_dir: Path = DEFAULT_LOCK_DIR  # per unit, whatever the ledger's --state-dir
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Endpoint":
         """Defaults overridden by DEPLOYCTL_UNIT_DIR, DEPLOYCTL_RUNTIME_UNIT_DIR, DEPLOYCTL_BACKUP_DIR,
-        DEPLOYCTL_JOURNALCTL (a command line, e.g. ``journalctl --root /proc/1234/root``)."""
+        DEPLOYCTL_JOURNALCTL (a command line, e.g. ``journalctl --root /proc/1234/root``), DEPLOYCTL_LOCK_DIR."""
         env = dict(os.environ if env is None else env)
         return cls(
             bus_address=env.get("DBUS_SYSTEM_BUS_ADDRESS") or None,
@@ -59,10 +61,14 @@ class Endpoint:
             runtime_dir=Path(env.get("DEPLOYCTL_RUNTIME_UNIT_DIR") or DEFAULT_RUNTIME_DIR),
             backup_dir=Path(env.get("DEPLOYCTL_BACKUP_DIR") or DEFAULT_BACKUP_DIR),
             journal_command=tuple(shlex.split(env.get("DEPLOYCTL_JOURNALCTL") or "journalctl")),
+            lock_dir=Path(env.get("DEPLOYCTL_LOCK_DIR") or DEFAULT_LOCK_DIR),
         )
 
     def unit_files(self) -> UnitFiles:
         return UnitFiles(self.unit_dir, self.runtime_dir, self.backup_dir)
+
+    def lock(self, unit: str, deployment: str | None = None) -> DeploymentLock:
+        return DeploymentLock(self.lock_dir, unit, deployment)
 
     def journal(self) -> Journal:
         return Journal(self.journal_command)

@@ -1,6 +1,6 @@
 """``Site`` gathers what every promote-family verb needs about one deployment: the inventory, the policy,
 the URL, where systemd and the unit files are (``deployctl.live.restart.Endpoint``: the host's, or a sandbox's
-via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks.
+via ``DEPLOYCTL_*`` variables), and the state directory of the ledger.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import UnitFiles, unit_sha256
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
@@ -59,6 +60,10 @@ class Site:
 
     def unit_files(self) -> UnitFiles:
         return self.endpoint.unit_files()
+
+    def lock(self) -> DeploymentLock:
+        """The lock of this deployment's unit: one per unit on the host, whatever the state directory."""
+        return self.endpoint.lock(self.unit, self.name)
 
     def render(self, profile: str) -> RenderedUnit:
         return render_unit(self.inv, self.deployment, profile, default_python=self.default_python)
