@@ -18,7 +18,7 @@ from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.live.restart import http_health_probe, restart_and_wait
+from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.runner import Adapters, Progress, QuietProgress
 from deployctl.promote.evidence import (
     DriftResult,
@@ -91,7 +91,7 @@ class LiveUnits:
         """The whole startup log once /health answered first: the journal may lag the ready line a little."""
         deadline = asyncio.get_running_loop().time() + settle_s
         while True:
-            lines = await self.journal.read(invocation_id)
+            lines = await read_startup(self.journal, invocation_id)
             startup = parse_lines(line.text for line in lines if not line.from_manager)
             if startup.ready or asyncio.get_running_loop().time() >= deadline:
                 return startup
@@ -125,7 +125,7 @@ class LiveStartup:
         state = await self.systemd.unit_state(name)
         if not state.invocation_id or state.active_state != "active":
             return None
-        lines = await self.journal.read(state.invocation_id)
+        lines = await read_startup(self.journal, state.invocation_id)
         return parse_lines(line.text for line in lines if not line.from_manager).to_dict()
 
     def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]:
@@ -224,7 +224,7 @@ class LiveBench:
         async def lines(start: float, end: float) -> list[str] | None:
             """The server's own lines stamped in [start, end]; None (not judged on) when unreadable."""
             try:
-                entries = await self.journal.read(invocation_id)
+                entries = await self.journal.read(invocation_id, since=start, until=end)
             except (DeployctlError, OSError) as exc:
                 if not said:
                     said.append(str(exc))

@@ -179,6 +179,13 @@ async def restart_and_wait(
     return RestartReport(unit, job, outcome, state.invocation_id, tuple(seen), reset)
 
 
+async def read_startup(journal: Journal, invocation_id: str, ready_line: str = READY_LINE) -> list[JournalLine]:
+    """The invocation's startup log: from its first line to the ready line (or to its end, if it never
+    got there), never the serving log after it, however long the server has been up."""
+    return await journal.read(invocation_id,
+                              stop_after=lambda line: not line.from_manager and ready_line in line.text)
+
+
 def _job_failed(job: JobResult, state: UnitState, log: tuple[JournalLine, ...]) -> Crashed:
     lines = tuple(line.display for line in log if line.display)[-_LAST_LINES:]
     reason = (f"the {job.verb} job ended '{job.result}': main process {state.exit_description} "
