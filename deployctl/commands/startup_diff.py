@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from deployctl.commands._inventory import (
     add_inventory_argument,
@@ -11,7 +12,7 @@ from deployctl.commands._inventory import (
 )
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
-from deployctl.startup.diff import diff_startups, flag_differences, unexplained_flags
+from deployctl.startup.diff import diff_startups, flag_differences, model_mismatch, unexplained_flags
 from deployctl.startup.text import render_diff
 
 NAME = "startup-diff"
@@ -65,8 +66,12 @@ def run(args: argparse.Namespace) -> int:
     a, b = load_report(args.a), load_report(args.b)
     changes = diff_startups(a, b, profile_diff=profile_diff, host=host)
     unlinked = unexplained_flags(changes, flag_differences(a, b, profile_diff, host))
+    mismatch = model_mismatch(a, b)
+    if mismatch and not args.json:
+        print(f"warning: {mismatch}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"changes": [c.to_dict() for c in changes],
+        print(json.dumps({"warnings": [mismatch] if mismatch else [],
+                          "changes": [c.to_dict() for c in changes],
                           "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
                                               "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]},
                          indent=2, default=repr))

@@ -20,13 +20,15 @@ from deployctl.startup.text import render_report
 NAME = "startup-report"
 HELP = "what SGLang decided at startup (capacity, CUDA graphs, untuned kernels) or why it failed"
 DESCRIPTION = """\
-Read an SGLang startup log (0.4.10 … 0.5.23; a file, stdin, or the current invocation of a
+Read an SGLang startup log (0.3 … 0.5.23; a file, stdin, or the current invocation of a
 deployment's unit in the journal) and print the facts: outcome (ready / failed / starting) and the
 phase reached with the time each took; a failure's kind, message, ranks and evidence lines; the
 effective max_running_requests (TP0's scheduler line) next to the configured one; KV tokens,
 context length, free memory; CUDA-graph and piecewise-graph state; untuned MoE kernel configs;
-deprecated flags; the SGLang version. The log may hold \\r progress meters, ANSI colours, journald
-prefixes or millisecond timestamps. JSON keys are stable (docs/startup.md).
+deprecated flags; the SGLang version (one release, a range, or unknown, with the cues). A tail-only
+paste or a log cut short is read too; a file that is not an SGLang log is refused (exit 2). The log
+may hold \\r progress meters, ANSI colours, journald prefixes or millisecond timestamps. JSON keys
+are stable (docs/startup.md).
 
 examples:
   deployctl startup-report /var/log/sglang/start.log
@@ -76,7 +78,14 @@ def load_report(source: str, *, server_info: dict[str, Any] | None = None) -> St
     parser = StartupParser(server_info=server_info)
     for line in read_log_lines(source):
         parser.feed(line)
-    return parser.report()
+    report = parser.report()
+    if not report.sglang_log:
+        name = "stdin" if source == "-" else source
+        raise InputError(f"{name} is not an SGLang startup log: none of its {report.lines} line(s) is one SGLang "
+                         "prints while it starts",
+                         hint="give the server's captured stdout/stderr, `journalctl -u UNIT -o cat -a`, or "
+                              "`deployctl startup-report --deployment D`")
+    return report
 
 
 def _server_info(path: str | None) -> dict[str, Any] | None:

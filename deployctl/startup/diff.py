@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import yaml
 
 from deployctl.facts.interactions import arch_gate, field_name
-from deployctl.startup.parser import StartupReport
+from deployctl.startup.report import StartupReport
 
 
 @dataclass(frozen=True)
@@ -330,3 +330,19 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def model_mismatch(a: StartupReport, b: StartupReport) -> str | None:
+    """A warning when A and B served different models: their facts differ for that reason alone, and
+    the flag attributions above do not hold. Compared on the dump's model_path, else the model class."""
+    for key, what in (("model_path", "model"), ("served_model_name", "served model")):
+        left, right = (a.server_args or {}).get(key), (b.server_args or {}).get(key)
+        if isinstance(left, str) and isinstance(right, str):
+            if left != right:
+                return (f"A and B are different {what}s ({left} vs {right}): their startup facts are not "
+                        "comparable, and no flag difference explains the changes")
+            return None
+    if a.model_class and b.model_class and a.model_class != b.model_class:
+        return (f"A and B load different model classes ({a.model_class} vs {b.model_class}): their startup "
+                "facts are not comparable, and no flag difference explains the changes")
+    return None

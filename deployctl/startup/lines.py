@@ -14,8 +14,10 @@ from typing import Iterator, NamedTuple
 
 # Order differs by version (A: DP TP EP PP; C+: DP PP ATTN_CP MOE_DP TP EP), so accept any order.
 _RANK_PART = r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
+# 0.2.x–0.3.5 stamp the time of day only (``datefmt="%H:%M:%S"``, 0.3.2 utils.py:671): "[00:19:29 TP0] ".
 PREFIX_RE = re.compile(
-    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: " + _RANK_PART + r")*)\] ?"
+    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d\d:\d\d:\d\d(?=[\].,]| (?:" + _RANK_PART + r")))"
+    r"(?:[.,](\d{1,6}))?((?: " + _RANK_PART + r")*)\] ?"
 )
 _RANK_PART_RE = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -83,7 +85,7 @@ def _strip_journal(line: str) -> str:
     return line
 
 
-EMBEDDED_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:")
+EMBEDDED_RE = re.compile(r"\[(?:\d{4}-\d\d-\d\d \d\d:|\d\d:\d\d:\d\d[\] ])")
 
 
 def simple_record(line: str) -> Record | None:

@@ -1,4 +1,4 @@
-"""Read the ``server_args=…`` dump in both of its shapes, and tell the SGLang version from its fields.
+"""Read the ``server_args=…`` dump in both of its shapes (the version its fields tell: version.py).
 
 Up to 0.5.11 the dump is a dataclass ``repr`` (``ServerArgs(model_path='…', …)``), whose values are
 Python reprs but whose whole is not a literal; 0.5.23 prints a dict ``repr`` that ``ast.literal_eval``
@@ -98,27 +98,14 @@ def parse_server_args(message: str) -> tuple[dict[str, Any], str] | None:
 
 @lru_cache(maxsize=1)
 def known_field_sets() -> dict[str, frozenset[str]]:
-    """The ServerArgs field names of each SGLang version we have facts for (package data)."""
+    """The ServerArgs field names of each sampled SGLang release (package data, read from the wheels)."""
     text = resources.files("deployctl.facts").joinpath("sglang-serverargs-fields.json").read_text()
     data = json.loads(text)
     return {version: frozenset(field[0] for field in entry["fields"]) for version, entry in data.items()}
 
 
-def version_from_fields(names: frozenset[str] | set[str], shape: str) -> tuple[str | None, str]:
-    """The version whose ServerArgs fields match the dump best, with the evidence in words.
-
-    An exact field-set match names the version; otherwise the nearest known one is given with ``~``
-    (e.g. 0.5.11 shows as ``~0.5.10``): the facts hold field lists for four versions only.
-    """
-    if not names:
-        return None, ""
-    best, best_score, exact = None, -1.0, False
-    for version, known in known_field_sets().items():
-        score = len(names & known) / len(names | known)
-        if score > best_score:
-            best, best_score, exact = version, score, names == known
-    if best is None:
-        return None, ""
-    evidence = (f"{shape} dump with {len(names)} fields, "
-                f"{'identical to' if exact else f'{best_score:.0%} like'} the ServerArgs of {best}")
-    return (best if exact else f"~{best}"), evidence
+def dump_is_complete(message: str) -> bool:
+    """Whether the dump ends with its closing bracket (a cut dump lacks fields for no reason, so only
+    a complete one says that a field does not exist)."""
+    end = message.rstrip()[-1:]
+    return end == (")" if "=ServerArgs(" in message[:40] else "}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deployctl.startup.diff import FactChange, FlagDifference, mamba_ratio
-from deployctl.startup.parser import StartupReport
+from deployctl.startup.report import StartupReport
 
 # What an operator does next, per failure kind.
 HINTS = {
@@ -44,11 +44,13 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 
 def _version(report: StartupReport) -> str:
-    if not report.sglang_version:
-        return "sglang version unknown"
-    how = {"server_info": "from /server_info", "log_exact": "from the dump's fields",
-           "log_inferred": "inferred from the log format"}.get(report.sglang_version_source or "", "")
-    return f"sglang {report.sglang_version}" + (f" ({how})" if how else "")
+    if report.sglang_version:
+        how = {"server_info": "from /server_info", "log_exact": "stated in the log",
+               "log_inferred": "the only release the log format fits"}.get(report.sglang_version_source or "", "")
+        return f"sglang {report.sglang_version}" + (f" ({how})" if how else "")
+    if report.sglang_version_range:
+        return f"sglang {report.sglang_version_range} (from the log format)"
+    return "sglang version unknown"
 
 
 def render_report(report: StartupReport, *, verbose: bool = False) -> str:
@@ -56,7 +58,9 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
     lines: list[str] = []
     where = " · ".join(x for x in (_version(report), _ranks(report.tp_ranks), report.listening or "") if x)
     if report.outcome == "ready":
-        lines.append(f"READY in {_duration(report.total_seconds)} · {where}")
+        took = f"in {_duration(report.total_seconds)}" if report.total_seconds is not None else \
+            "(time to ready unknown: the log does not begin at the start)"
+        lines.append(f"READY {took} · {where}")
     elif report.outcome == "failed" and report.failure is not None:
         f = report.failure
         at = f" on {_ranks(f.ranks)}" if f.ranks else ""
@@ -120,6 +124,10 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         shown = [f"{p.name} {_duration(p.seconds)}" + ("…" if not p.complete else "")
                  for p in report.phases if p.name != "ready"]
         lines.append("  phases    " + " · ".join(shown))
+    if report.format_note:
+        lines.append(f"  note      {report.format_note}")
+    for fact in report.inferred:
+        lines.append(f"  inferred  {fact}")
     if report.blob_lines:
         lines.append(f"  note      {report.blob_lines} line(s) read as '[N blob data]' (journalctl without -a): "
                      "what was printed on them (progress bars and records glued to them) is missing")

@@ -21,7 +21,7 @@ def log(prefix: str) -> str:
 def test_report_human(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["startup-report", log("02")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("READY in 3m51s · sglang 0.5.10")
+    assert out[0].startswith("READY in 3m51s · sglang 0.5.10 … 0.5.22 (from the log format)")
     assert "max_running_requests 26 (configured 48; hybrid-model cap: max_mamba_cache_size 132 // 5)" in out[1]
 
 
@@ -63,3 +63,24 @@ def test_diff_of_logs_and_of_saved_reports(capsys: pytest.CaptureFixture[str], t
     data = json.loads(capsys.readouterr().out)
     assert data["changes"][0]["text"] == text.splitlines()[0]
     assert data["unlinked_flags"][0]["flag"] == "enable_fused_moe_sum_all_reduce"
+
+
+def test_report_refuses_a_file_that_is_no_sglang_log(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    files = {"random.bin": bytes(range(256)) * 16,
+             "unit.service": b"[Unit]\nDescription=x\n[Service]\nExecStart=/usr/bin/python -m sglang.launch_server\n",
+             "access.log": b'127.0.0.1 - - [01/Dec/2026:12:00:00 +0000] "GET / HTTP/1.1" 200 612 "-" "curl/8.5.0"\n'}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        assert main(["startup-report", str(tmp_path / name)]) == 2, name
+        err = capsys.readouterr().err
+        assert "is not an SGLang startup log" in err and "STARTING" not in err
+
+
+def test_diff_of_two_models_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["startup-diff", log("03"), log("08")]) == 0
+    captured = capsys.readouterr()
+    assert "warning: A and B are different models (lukealonso/GLM-5-NVFP4 vs Qwen/" in captured.err
+    assert main(["startup-diff", log("03"), log("08"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"][0].startswith("A and B are different models")
+    assert main(["startup-diff", log("01"), log("02")]) == 0
+    assert "warning" not in capsys.readouterr().err
