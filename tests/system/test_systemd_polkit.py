@@ -4,13 +4,11 @@ unit, and nothing else — not another unit, not daemon-reload, not daemon-reexe
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import json
-import os
 import time
-from typing import Callable, Iterator
+from typing import Awaitable, Callable, Iterator
 
 import pytest
+from nobody import as_nobody
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
@@ -20,56 +18,28 @@ from deployctl.units.polkit import polkit_rule
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(90)]
 
-NOBODY = 65534  # nobody, whose primary group is nogroup (65534) on Debian
 SLEEPER = "/bin/sh -c 'exec sleep 600'"
 
 
-def _as_nobody(sandbox: Sandbox, actions: list[tuple[str, str]]) -> dict[str, str]:
-    """Fork; the child enters the sandbox's mount namespace, drops to nobody:nogroup and tries each
-    (verb, unit); returns "ok" or the error's class name per action."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        result: dict[str, str] = {}
-        try:
-            os.close(read_fd)
-            libc = ctypes.CDLL(None, use_errno=True)
-            ns = os.open(f"/proc/{sandbox.pid}/ns/mnt", os.O_RDONLY)
-            if libc.setns(ns, 0x00020000) != 0:  # CLONE_NEWNS
-                raise OSError(ctypes.get_errno(), "setns")
-            os.chdir("/")
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
+def _try_each(actions: list[tuple[str, str]]) -> Callable[[Systemd], Awaitable[dict[str, str]]]:
+    """Each (verb, unit) in turn: "ok" or "AccessDenied"."""
 
-            async def attempt() -> None:
-                systemd = await Systemd.connect("unix:path=/run/dbus/system_bus_socket")
-                calls: dict[str, Callable[[str], object]] = {
-                    "restart": systemd.restart, "stop": systemd.stop, "reset-failed": systemd.reset_failed,
-                    "reload": lambda _unit: systemd.reload(),
-                    "reexecute": lambda _unit: systemd._manager("Reexecute"),
-                }
-                try:
-                    for verb, unit in actions:
-                        try:
-                            await calls[verb](unit)  # type: ignore[misc]
-                            result[f"{verb} {unit}"] = "ok"
-                        except AccessDenied:
-                            result[f"{verb} {unit}"] = "AccessDenied"
-                finally:
-                    await systemd.close()
+    async def attempt(systemd: Systemd) -> dict[str, str]:
+        calls: dict[str, Callable[[str], Awaitable[object]]] = {
+            "restart": systemd.restart, "stop": systemd.stop, "reset-failed": systemd.reset_failed,
+            "reload": lambda _unit: systemd.reload(),
+            "reexecute": lambda _unit: systemd._manager("Reexecute"),
+        }
+        result = {}
+        for verb, unit in actions:
+            try:
+                await calls[verb](unit)
+                result[f"{verb} {unit}"] = "ok"
+            except AccessDenied:
+                result[f"{verb} {unit}"] = "AccessDenied"
+        return result
 
-            asyncio.run(attempt())
-        except BaseException as exc:  # report anything to the parent
-            result["error"] = f"{type(exc).__name__}: {exc}"
-        finally:
-            os.write(write_fd, json.dumps(result).encode())
-            os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+    return attempt
 
 
 @pytest.fixture
@@ -101,10 +71,10 @@ async def test_the_rule_grants_the_listed_unit_and_nothing_else(
     await systemd.reload()
     polkit_rules(polkit_rule([listed], group="nogroup"))
     before = systemd.bus.systemd_name
-    result = await asyncio.to_thread(_as_nobody, sandbox, [
+    result = await asyncio.to_thread(as_nobody, sandbox, _try_each([
         ("restart", listed), ("reset-failed", listed), ("stop", listed),
         ("restart", other), ("reload", ""), ("reexecute", ""),
-    ])
+    ]))
     assert result == {
         f"restart {listed}": "ok", f"reset-failed {listed}": "ok", f"stop {listed}": "ok",
         f"restart {other}": "AccessDenied", "reload ": "AccessDenied", "reexecute ": "AccessDenied",

@@ -6,7 +6,7 @@ import pytest
 
 from deployctl.inventory.model import load_inventory
 from deployctl.units.polkit import VERBS, polkit_rule
-from tests.testpaths import REPO
+from testpaths import REPO
 
 
 def test_the_rule_lists_exactly_the_units_and_the_verbs() -> None:
