@@ -79,6 +79,7 @@ class SystemdBus:
         self._reconnecting: asyncio.Lock | None = None
         self._closed = False
         self._monitor: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self.reconnects = 0
 
     async def open(self) -> "SystemdBus":
@@ -87,8 +88,9 @@ class SystemdBus:
 
     def close(self) -> MessageBus | None:
         self._closed = True
-        if self._monitor is not None:
-            self._monitor.cancel()
+        for task in (self._monitor, *self._background):
+            if task is not None:
+                task.cancel()
         bus, self._bus = self._bus, None
         if bus is not None:
             bus.disconnect()
@@ -155,7 +157,9 @@ class SystemdBus:
             log.info("systemd's bus name moved from %s to %s", old or "(none)", new or "(none)")
             self.systemd_name = new
             if new:  # a reexec'd systemd: it keeps subscribers, but say it again and re-read state
-                asyncio.get_running_loop().create_task(self._after_reexec())
+                task = asyncio.get_running_loop().create_task(self._after_reexec())
+                self._background.add(task)  # held until done: the loop keeps only weak references
+                task.add_done_callback(self._background.discard)
             return
         # Only systemd's own signals: a signal sent straight to this connection bypasses the match rules.
         if msg.sender == self.systemd_name:
