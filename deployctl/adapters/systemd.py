@@ -307,3 +307,8 @@ class Systemd:
             if not self._watchers[path]:
                 del self._watchers[path]
             self.bus.remove_rule(rule)
+
+    async def enable_unit_files(self, files: list[str]) -> None:
+        """``systemctl enable FILES`` (the [Install] section's symlinks, persistent), then a daemon-reload."""
+        await self._manager("EnableUnitFiles", "asbb", [files, False, True])
+        await self.reload()

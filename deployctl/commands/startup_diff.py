@@ -6,12 +6,11 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
+from deployctl.facts.secrets import redact
 from deployctl.startup.diff import diff_startups, flag_differences, model_mismatch, unexplained_flags
 from deployctl.startup.text import render_diff
 
@@ -38,12 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline: log file, '-' or startup-report JSON")
     parser.add_argument("b", metavar="B", help="candidate: log file or startup-report JSON")
     parser.add_argument("--arch", metavar="SM", help="the host's GPU architecture, e.g. sm120 (for gate notes)")
-    parser.add_argument("-d", "--deployment", metavar="D",
-                        help="take the host (architecture) and, with --profiles, the flag diff from the inventory")
+    add_deployment(parser, alias=False,
+                   help="take the host (architecture) and, with --profiles, the flag diff from the inventory"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--profiles", nargs=2, metavar=("PA", "PB"),
                         help="the two profiles of D whose flag/env diff explains the change")
-    parser.add_argument("--json", action="store_true", help="print the changes as JSON")
-    add_inventory_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
     if mismatch and not args.json:
         print(f"warning: {mismatch}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"warnings": [mismatch] if mismatch else [],
-                          "changes": [c.to_dict() for c in changes],
-                          "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
-                                              "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]},
+        print(json.dumps(redact({"warnings": [mismatch] if mismatch else [],
+                                 "changes": [c.to_dict() for c in changes],
+                                 "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
+                                                     "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]}),
                          indent=2, default=repr))
     else:
         print(render_diff(changes, unlinked))

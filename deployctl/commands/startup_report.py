@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.errors import InputError
+from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
 from deployctl.startup.text import render_report
 
@@ -41,11 +40,10 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="the log ('-' for stdin)")
-    parser.add_argument("-d", "--deployment", metavar="D",
-                        help="read the current invocation of D's unit from the journal instead of FILE")
+    add_deployment(parser, alias=False,
+                   help="read the current invocation of DEPLOYMENT's unit from the journal instead of FILE"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--server-info", metavar="FILE", help="JSON saved from GET /server_info (authoritative version)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_inventory_argument(parser)
 
 
 def read_log_lines(source: str) -> Iterator[str]:
@@ -141,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise InputError("no log given", hint="deployctl startup-report FILE | - | --deployment D")
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(redact(report.to_dict()), indent=2))
     else:
         print(render_report(report, verbose=getattr(args, "verbose", 0) > 0))
     return 0
