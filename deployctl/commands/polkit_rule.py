@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deployctl.commands._inventory import add_inventory_argument, load_inventory_from_args
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.polkit import polkit_rule
 
@@ -19,7 +20,7 @@ promoting still need root. docs/systemd.md#polkit explains what remains.
 
 examples:
   deployctl polkit-rule -i inventory/example.yaml > /etc/polkit-1/rules.d/50-deployctl.rules
-  deployctl polkit-rule -d glm5 --group sglang-ops
+  deployctl polkit-rule -d glm5 --group sglang-ops -i inventory/example.yaml
 """
 
 
@@ -27,7 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-d", "--deployment", action="append", metavar="NAME", default=None,
                         help="only this deployment's unit (repeatable; default: all)")
     parser.add_argument("--group", default="deployctl", help="the operators' group (default: deployctl)")
-    add_inventory_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +35,11 @@ def run(args: argparse.Namespace) -> int:
     names = args.deployment or list(inv.deployments)
     units = [inv.deployment(name).unit for name in names]
     try:
-        sys.stdout.write(polkit_rule(units, args.group))
+        rule = polkit_rule(units, args.group)
     except ValueError as exc:
         raise InputError(str(exc), hint="the group must be a POSIX group name") from None
+    if args.json:
+        emit_json({"group": args.group, "units": sorted(set(units)), "rule": rule})
+    else:
+        sys.stdout.write(rule)
     return 0
