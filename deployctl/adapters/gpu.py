@@ -52,6 +52,7 @@ class GpuInfo:
     power_limit_w: float | None  # the enforced limit
     uuid: str | None = None
     driver_version: str | None = None
+    clocks_policy: str | None = None  # "default", or the application clocks someone set ("SM 1980 / mem 2619 MHz")
 
 
 _unavailable_logged = threading.Event()
@@ -147,10 +148,25 @@ def gpu_inventory() -> list[GpuInfo] | None:
                 power_limit_w=limit / 1000 if limit is not None else None,
                 uuid=_text(_try(lambda: pynvml.nvmlDeviceGetUUID(h))),
                 driver_version=_text(driver),
+                clocks_policy=_clocks_policy(h),
             ))
         return out
     finally:
         session.close()
+
+
+def _clocks_policy(h: Any) -> str | None:
+    """"default" when the application clocks are the board's defaults, else what they were set to
+    (``nvidia-smi -ac``); None when NVML cannot tell (then a baseline is not reused: unknown never matches)."""
+    found = []
+    for kind, label in ((pynvml.NVML_CLOCK_SM, "SM"), (pynvml.NVML_CLOCK_MEM, "mem")):
+        target = _try(lambda: pynvml.nvmlDeviceGetClock(h, kind, pynvml.NVML_CLOCK_ID_APP_CLOCK_TARGET))
+        default = _try(lambda: pynvml.nvmlDeviceGetClock(h, kind, pynvml.NVML_CLOCK_ID_APP_CLOCK_DEFAULT))
+        if target is None or default is None:
+            return None
+        if target != default:
+            found.append(f"{label} {target}")
+    return f"application clocks {' / '.join(found)} MHz" if found else "default"
 
 
 def throttle_names(mask: int) -> tuple[str, ...]:
@@ -204,6 +220,29 @@ class SimulatedGpus:
 
     def close(self) -> None:
         self._client.close()
+
+
+def simulated_inventory(url: str, *, timeout_s: float = 2.0,
+                        transport: httpx.BaseTransport | None = None) -> list[GpuInfo] | None:
+    """The simulator's GPUs as ``gpu_inventory`` reports real ones, or None when it does not answer. It has
+    no driver and no clocks to set: both read "simulated", so two measurements on it still compare."""
+    try:
+        with httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport) as client:
+            response = client.get("/sim/telemetry")
+            data = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("simulated"):
+        return None
+    out = []
+    for g in data.get("gpus", ()):
+        if isinstance(g, dict):
+            sample = parse_sim_gpu(g)
+            out.append(GpuInfo(index=sample.index, name=f"{g.get('name') or 'unknown'} (simulated)",
+                               compute_capability=None, memory_gb=sample.mem_total_gb or 0.0,
+                               power_limit_w=sample.power_limit_w, driver_version="simulated",
+                               clocks_policy="simulated"))
+    return out
 
 
 def parse_sim_gpu(g: dict[str, Any]) -> GpuSample:

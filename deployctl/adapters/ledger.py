@@ -9,7 +9,9 @@ Tables:
   state (JSON, saved *before* each side effect), startup reports, verdict, reasons and result.
 - ``events``: the intent of each action before it runs and its outcome after, in order.
 - ``benchmarks``: raw benchmark results (samples included) with the unit hash, host and SGLang version
-  they measured, so a fresh baseline can be reused.
+  they measured and, for a baseline, the whole fingerprint (``judge.reuse.BaselineFingerprint``: GPU
+  model, driver, power limit, clocks policy too), so a stored baseline is reused only where it still holds.
+  A reused baseline's row (the stored trials plus the confirmation trials) names the release it reused.
 
 Secrets are never stored: every value written (unit text, flags, environment, machine state, startup
 reports, events, benchmark results) first goes through ``deployctl.facts.secrets``. The state directory
@@ -30,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
+from deployctl.judge.reuse import BaselineFingerprint
 from deployctl.promote.records import Event, Release, StoredBench
 from deployctl.startup.parser import StartupReport
 from deployctl.units.stamp import read_stamp, unit_hash
@@ -37,7 +40,7 @@ from deployctl.units.stamp import read_stamp, unit_hash
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
 _MEMORY = Path(":memory:")  # SQLite's name for a database in memory
-_LEDGER_VERSION = 1  # PRAGMA user_version; Ledger._migrate brings older ledgers up to it
+_LEDGER_VERSION = 2  # PRAGMA user_version; Ledger._migrate brings older ledgers up to it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -85,7 +88,9 @@ CREATE TABLE IF NOT EXISTS benchmarks (
   host TEXT,
   sglang_version TEXT,
   bench_key TEXT NOT NULL,          -- what was measured (levels, tokens), for reuse
-  result_json TEXT NOT NULL
+  result_json TEXT NOT NULL,
+  fingerprint_json TEXT,            -- a baseline's BaselineFingerprint; NULL: not reusable (before version 2)
+  reused_from INTEGER               -- a reused baseline: the release whose measurement it extends
 );
 CREATE INDEX IF NOT EXISTS benchmarks_reuse ON benchmarks(unit_hash, bench_key, at);
 """
@@ -166,6 +171,8 @@ class Ledger:
         try:
             if self._version() < 1:
                 self._rehash_units()
+            if self._version() < 2:
+                self._add_bench_columns()
             self._db.execute(f"PRAGMA user_version={_LEDGER_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
@@ -184,6 +191,17 @@ class Ledger:
             if new != row["unit_hash"]:
                 self._db.execute("UPDATE releases SET unit_hash=? WHERE id=?", (new, row["id"]))
                 self._db.execute("UPDATE benchmarks SET unit_hash=? WHERE unit_hash=?", (new, row["unit_hash"]))
+
+    def _add_bench_columns(self) -> None:
+        """Version 2 stores a baseline's fingerprint; older rows keep NULL, so they are never reused."""
+        have = {row["name"] for row in self._db.execute("PRAGMA table_info(benchmarks)")}
+        for column, kind in (("fingerprint_json", "TEXT"), ("reused_from", "INTEGER")):
+            if column not in have:
+                self._db.execute(f"ALTER TABLE benchmarks ADD COLUMN {column} {kind}")
+
+    def now(self) -> float:
+        """The ledger's clock, the one its rows are stamped with (a stored baseline's age is read on it)."""
+        return self._clock()
 
     @classmethod
     def in_memory(cls, **kwargs: Any) -> "Ledger":
@@ -333,11 +351,14 @@ class Ledger:
         bench_key: str,
         host: str | None = None,
         sglang_version: str | None = None,
+        fingerprint: BaselineFingerprint | None = None,
+        reused_from: int | None = None,
     ) -> None:
         self._write(
-            "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(redact(result.to_dict()))),
+            "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json,"
+            " fingerprint_json, reused_from) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key,
+             _dumps(redact(result.to_dict())), _dumps(fingerprint.to_dict()) if fingerprint else None, reused_from),
         )
 
     def benches(self, release_id: int) -> list[StoredBench]:
@@ -352,6 +373,16 @@ class Ledger:
             "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND host IS ?"
             " AND sglang_version IS ? AND at>=? ORDER BY at DESC LIMIT 1",
             (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s),
+        ).fetchone()
+        return _bench(row) if row else None
+
+    def stored_baseline(self, *, unit_hash: str, bench_key: str, host: str | None) -> StoredBench | None:
+        """The newest measured (not itself reused) baseline of this unit and sweep on this host, whatever its
+        fingerprint and age: ``judge.reuse.reuse_decision`` says whether it still holds, and why not."""
+        row = self._db.execute(
+            "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND host IS ?"
+            " AND reused_from IS NULL ORDER BY at DESC LIMIT 1",
+            (unit_hash, bench_key, host),
         ).fetchone()
         return _bench(row) if row else None
 
@@ -370,14 +401,14 @@ class Ledger:
     ) -> list[StoredBench]:
         """The newest measurements of unchanged live releases (baselines, verifications) of this deployment
         on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise`` learns from.
-        ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, so
-        the baseline in front of the judge is never counted twice."""
+        ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, and
+        so are reused baselines (their trials are another row's), so no trial is counted twice."""
         # NOT IN () is not SQL, and NOT IN (NULL) matches nothing: -1 is no release's id.
         marks = ",".join("?" * len(exclude_releases)) or "-1"
         rows = self._db.execute(
             "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
             " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
-            f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
+            f" AND b.reused_from IS NULL AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
             (deployment, host, bench_key, *exclude_releases, limit),
         ).fetchall()
         return [_bench(r) for r in reversed(rows)]
@@ -400,6 +431,8 @@ def _bench(row: sqlite3.Row) -> StoredBench:
     return StoredBench(
         release_id=row["release_id"], role=row["role"], at=row["at"], unit_hash=row["unit_hash"], host=row["host"],
         sglang_version=row["sglang_version"], bench_key=row["bench_key"], result=_loads(row["result_json"]),
+        fingerprint=BaselineFingerprint.from_dict(fp) if (fp := _loads(row["fingerprint_json"])) else None,
+        reused_from=row["reused_from"],
     )
 
 

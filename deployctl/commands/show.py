@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         benches = ledger.benches(release.id)
         events = ledger.events(release.id)
     if args.json:
-        emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [vars(b) for b in benches]})
+        emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [b.to_dict() for b in benches]})
     else:
         emit(release_lines(release, benches, events))
     return 0

@@ -28,6 +28,7 @@ from deployctl.promote.evidence import (
     LevelRow,
     Plan,
     PreflightResult,
+    ServerFacts,
     StartOutcome,
 )
 from deployctl.startup.parser import StartupReport, parse_lines
@@ -177,6 +178,27 @@ def _change(level_verdict: Any) -> float | None:
     return None
 
 
+class LiveHostFacts:
+    """Today's server and GPUs for a baseline's fingerprint: the version ``GET /server_info`` states, and
+    the GPUs through the host-facts path (NVML, or a simulated host's simulator)."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+
+    async def server_facts(self, url: str) -> ServerFacts:
+        from deployctl.adapters.http_control import ControlClient, ServerUnreachable
+        from deployctl.preflight.hostfacts import local_speed_facts
+        from deployctl.startup.version import server_info_version
+
+        try:
+            async with ControlClient(url) as control:
+                version = server_info_version(await control.server_info())
+        except ServerUnreachable:
+            version = None  # the startup log's version (or range) stands in
+        gpus = await asyncio.to_thread(local_speed_facts, url if self.site.simulated else None)
+        return ServerFacts(version, gpus.model, gpus.driver, gpus.power_limit_w, gpus.clocks_policy)
+
+
 class LivePreflight:
     def __init__(self, site: Site, profile: str) -> None:
         self.site = site
@@ -207,6 +229,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),
             progress=progress or QuietProgress(),
+            host=LiveHostFacts(site),
         )
     finally:
         await systemd.close()

@@ -14,7 +14,15 @@ from typing import Callable, Mapping, Protocol, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import DriftResult, GateResult, JudgeResult, Plan, PreflightResult, StartOutcome
+from deployctl.promote.evidence import (
+    DriftResult,
+    GateResult,
+    JudgeResult,
+    Plan,
+    PreflightResult,
+    ServerFacts,
+    StartOutcome,
+)
 from deployctl.startup.parser import StartupReport
 
 log = logging.getLogger("deployctl")
@@ -50,6 +58,17 @@ class Startup(Protocol):
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
 
 
+class HostFacts(Protocol):
+    async def server_facts(self, url: str) -> ServerFacts: ...  # the version it states, its GPUs
+
+
+class UnknownHost:
+    """Knows nothing of the host: no stored baseline is ever reused (an unknown fact never matches)."""
+
+    async def server_facts(self, url: str) -> ServerFacts:
+        return ServerFacts()
+
+
 class Progress(Protocol):
     def step(self, phase: m.Phase, text: str) -> None: ...
 
@@ -67,6 +86,7 @@ class Adapters:
     preflight: Preflight
     startup: Startup
     progress: Progress = field(default_factory=QuietProgress)
+    host: HostFacts = field(default_factory=UnknownHost)
     clock: Callable[[], float] = time.monotonic
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any, Mapping, Sequence
 
 from deployctl.adapters.ledger import Ledger
@@ -22,7 +23,9 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
 from deployctl.judge.noise import baseline_trials, learn_history
 from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount, confirm, reuse_decision
 from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.verdict import METRICS
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
@@ -33,6 +36,8 @@ from deployctl.promote.evidence import (
     bench_key,
     describe_action,
 )
+from deployctl.promote.records import StoredBench
+from deployctl.startup.parser import StartupReport
 
 log = logging.getLogger("deployctl")
 
@@ -81,8 +86,20 @@ class Runner:
             self.ledger.record(self.release_id, state.phase.value, "outcome", type(outcome).__name__, _detail(outcome))
             state = m.advance(state, outcome)
         self.ledger.save_state(self.release_id, state.to_dict())
+        self._record_bench_time(state)
         self._finish(state)
         return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
+
+    def _record_bench_time(self, state: m.State) -> None:
+        """The benchmark seconds and what reuse saved, as a note the ledger keeps (``deployctl show``)."""
+        time = self.evidence.bench_time
+        if time.total_s <= 0 and not self.evidence.fresh_because:
+            return
+        said = [time.describe()] + ([time.reuse.describe()] if time.reuse else []) + \
+            [f"fresh baseline: {why}" for why in self.evidence.fresh_because if time.reuse is None]
+        self.ledger.record(self.release_id, state.phase.value, "note", "benchmark",
+                           {**time.to_dict(), "fresh_because": list(self.evidence.fresh_because),
+                            "reason": "; ".join(said)})
 
     def _finish(self, state: m.State) -> None:
         verdict = self.evidence.judge.outcome.value if self.evidence.judge else None
@@ -134,32 +151,87 @@ class Runner:
         report = await self.a.startup.live_report(self.plan.unit_name)
         self.evidence.baseline_startup = report
         self.ledger.save_startup(self.release_id, "baseline", report)
-        version = report.sglang_version if report else None
-        key = bench_key(self.plan.policy)
-        fresh = None
-        if self.plan.known_good_hash and self.baseline_max_age_s > 0:
-            fresh = self.ledger.fresh_baseline(
-                unit_hash=self.plan.known_good_hash, bench_key=key, host=self.plan.host,
-                sglang_version=version, max_age_s=self.baseline_max_age_s,
-            )
-        if fresh is not None:
-            self.evidence.baseline = fresh.bench
-            self.evidence.baseline_reused_from = fresh.release_id
-            return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
+        facts = await self.a.host.server_facts(self.plan.url)
+        fingerprint = BaselineFingerprint(
+            unit_hash=self.plan.known_good_hash or "", sweep=bench_key(self.plan.policy), host=self.plan.host,
+            sglang_version=facts.sglang_version or _logged_version(report), gpu_model=facts.gpu_model,
+            gpu_driver=facts.gpu_driver, power_limit_w=facts.power_limit_w, clocks_policy=facts.clocks_policy,
+        )
+        self.evidence.fingerprint = fingerprint
+        if not action.fresh:
+            stored = self._reusable(fingerprint)
+            if stored is not None:
+                self.evidence.stored_baseline = stored
+                return m.BaselineStored(stored.release_id)
         # Sized per level from the host's learned noise: a quiet host's baseline is shorter.
-        noise = self._learned_noise()
-        trials = {
-            c: baseline_trials(self.plan.policy.judge, noise[c].sigma if c in noise else None, c)
-            for c in self.plan.policy.bench.concurrency
-        }
-        result = await self._traffic(self.plan.url, None, trials)
+        result = await self._traffic(self.plan.url, None, self._baseline_trials(self._learned_noise()), "baseline")
         problem = _unusable(result)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         self.evidence.baseline = result
-        self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=self.plan.known_good_hash or "",
-                               bench_key=key, host=self.plan.host, sglang_version=version)
+        self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
+                               bench_key=fingerprint.sweep, host=self.plan.host,
+                               sglang_version=fingerprint.sglang_version, fingerprint=fingerprint)
         return m.Succeeded()
+
+    def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
+        """The stored baseline that may stand in for today's, else None with the reasons in the evidence."""
+        if self.baseline_max_age_s <= 0:
+            self.evidence.fresh_because = ("a fresh baseline was asked for (--fresh-baseline)",)
+            return None
+        stored = self.ledger.stored_baseline(unit_hash=today.unit_hash, bench_key=today.sweep, host=self.plan.host)
+        if stored is None:
+            self.evidence.fresh_because = ("no stored baseline of this unit and sweep on this host",)
+            return None
+        if stored.fingerprint is None:
+            self.evidence.fresh_because = (f"the baseline of release {stored.release_id} was stored without "
+                                           "a fingerprint (by an older deployctl)",)
+            return None
+        decision = reuse_decision(stored.fingerprint, stored.at, today, self.ledger.now(), self.baseline_max_age_s)
+        if not decision.reusable:
+            self.evidence.fresh_because = decision.reasons
+            return None
+        return stored
+
+    async def _do_ConfirmBaseline(self, action: m.ConfirmBaseline) -> m.Outcome:
+        stored = self.evidence.stored_baseline
+        if stored is None or stored.release_id != action.reused_from:  # a resumed promote: nothing at hand
+            return m.Confirmed(False, (f"the stored baseline of release {action.reused_from} is not at hand",))
+        judge = self.plan.policy.judge
+        levels = [c for c in self.plan.policy.bench.concurrency if judge.rule_for(c).role == "critical"] \
+            or list(self.plan.policy.bench.concurrency)
+        t0 = self.a.clock()
+        trial = await self._traffic(self.plan.url, levels, 1, "confirmation")
+        took = self.a.clock() - t0
+        problem = _unusable(trial)
+        if problem:
+            return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
+        noise = self._learned_noise()
+        base = stored.bench
+        checks = {c: _confirm_level(base, trial, c, judge.metric, noise.get(c)) for c in levels}
+        if not all(ok for ok, _ in checks.values()):
+            self.evidence.stored_baseline = None
+            self.evidence.fresh_because = tuple(f"C={c}: {why}" for c, (ok, why) in checks.items() if not ok)
+            return m.Confirmed(False, (f"the stored baseline of release {stored.release_id} no longer describes "
+                                       "the server: " + "; ".join(self.evidence.fresh_because) +
+                                       "; measuring a fresh one",))
+        baseline = self.a.bench.merge(base, trial)
+        self.evidence.baseline = baseline
+        self.evidence.baseline_reused_from = stored.release_id
+        self.evidence.reuse = ReuseAccount(
+            reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
+            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=took / len(levels),
+        )
+        today = self.evidence.fingerprint
+        self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
+                               bench_key=stored.bench_key, host=self.plan.host,
+                               sglang_version=today.sglang_version if today else None, fingerprint=today,
+                               reused_from=stored.release_id)
+        return m.Confirmed(True, (self.evidence.reuse.describe(),))
+
+    def _baseline_trials(self, noise: Mapping[int, NoiseEstimate]) -> dict[int, int]:
+        return {c: baseline_trials(self.plan.policy.judge, noise[c].sigma if c in noise else None, c)
+                for c in self.plan.policy.bench.concurrency}
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
@@ -187,16 +259,16 @@ class Runner:
     async def _do_BenchCandidate(self, action: m.BenchCandidate) -> m.Outcome:
         if action.more_trials:
             levels = [c for c, _ in action.more_trials]
-            extra = await self._traffic(self.plan.url, levels, dict(action.more_trials))
+            extra = await self._traffic(self.plan.url, levels, dict(action.more_trials), "candidate")
             assert self.evidence.candidate is not None
             result = self.a.bench.merge(self.evidence.candidate, extra)
         else:
-            result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
+            result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials, "candidate")
         self.evidence.candidate = result
         startup = self.evidence.candidate_startup
         self.ledger.save_bench(self.release_id, "candidate", result, unit_hash=self.plan.candidate_hash,
                                bench_key=bench_key(self.plan.policy), host=self.plan.host,
-                               sglang_version=startup.sglang_version if startup else None)
+                               sglang_version=_logged_version(startup))
         return m.Succeeded()
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
@@ -223,7 +295,7 @@ class Runner:
         if not await self.a.bench.healthy(self.plan.url):
             return m.Verified(False, reasons=(f"{self.plan.url}/health does not answer 200 after the rollback",))
         levels = self.plan.policy.verify_concurrency
-        result = await self._traffic(self.plan.url, levels, 1)
+        result = await self._traffic(self.plan.url, levels, 1, "verify")
         self.evidence.verify = result
         self.ledger.save_bench(self.release_id, "verify", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=f"verify:{levels}", host=self.plan.host)
@@ -246,19 +318,22 @@ class Runner:
 
     def _learned_noise(self) -> dict[int, NoiseEstimate]:
         """The host's trial-to-trial σ per level, from the ledger's earlier measurements of unchanged releases."""
-        exclude = (self.release_id,) + (
-            (self.evidence.baseline_reused_from,) if self.evidence.baseline_reused_from is not None else ()
-        )
+        # The stored baseline under confirmation (then reused) is pooled by the check itself: not twice.
+        stored = self.evidence.stored_baseline
+        exclude = (self.release_id,) + ((stored.release_id,) if stored is not None else ())
         stored = self.ledger.aa_benches(deployment=self.plan.deployment, host=self.plan.host,
                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
         return learn_history((b.bench for b in stored), self.plan.policy.judge.metric)
 
-    async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
+    async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int,
+                       role: str) -> BenchResult:
         t0 = self.a.clock()
         try:
             return await self.a.bench.sweep(url, levels, trials)
         finally:
-            self.evidence.add_time("traffic", self.a.clock() - t0)
+            took = self.a.clock() - t0
+            self.evidence.add_time("traffic", took)
+            self.evidence.add_time(f"bench:{role}", took)
 
 
 def _failure(action: m.Action, reason: str) -> m.Outcome:
@@ -283,6 +358,30 @@ def _unusable(result: BenchResult) -> str | None:
         top = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
         return f"all {failed} requests failed" + (f": {top}" if top else "")
     return None
+
+
+def _logged_version(report: StartupReport | None) -> str | None:
+    """The SGLang version the startup log states, else the range its cues leave; None when it says nothing."""
+    if report is None:
+        return None
+    return report.sglang_version or report.sglang_version_range
+
+
+def _confirm_level(base: BenchResult, trial: BenchResult, c: int, metric: str,
+                   prior: NoiseEstimate | None) -> tuple[bool, str]:
+    """Whether the confirmation trial at level ``c`` agrees with the stored trials there, and the words."""
+    stored, new = _values(base, c, metric), _values(trial, c, metric)
+    if not stored or not new:
+        return False, "no valid " + ("stored trial" if not stored else "confirmation trial")
+    check = confirm(stored, new[0], prior)
+    return check.agrees, check.reason
+
+
+def _values(result: BenchResult, c: int, metric: str) -> list[float]:
+    level = result.level(c)
+    value = METRICS[metric].value
+    found = [value(t) for t in level.trials if t.invalid_reason is None] if level else []
+    return [float(v) for v in found if v is not None and math.isfinite(v) and v > 0]
 
 
 def _detail(outcome: m.Outcome) -> dict[str, Any]:

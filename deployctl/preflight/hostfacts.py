@@ -12,7 +12,7 @@ import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Sequence
 
 PortState = Literal["free", "held_by_unit", "held_by_other", "in_use"]
 
@@ -73,6 +73,42 @@ def local_gpus() -> tuple[GpuFact, ...] | None:
     if found is None:
         return None
     return tuple(GpuFact(info.name, normalize_cc(info.compute_capability), info.memory_gb) for info in found)
+
+
+@dataclass(frozen=True)
+class GpuSpeedFacts:
+    """What of the GPUs sets a server's speed, for a baseline's fingerprint (``judge.reuse``); None: unknown."""
+
+    model: str | None = None  # "8× NVIDIA H200": the count as well as the board
+    driver: str | None = None
+    power_limit_w: float | None = None  # the lowest enforced limit: a tensor-parallel group runs at its pace
+    clocks_policy: str | None = None
+
+
+def speed_facts(gpus: Sequence[Any] | None) -> GpuSpeedFacts:
+    """``GpuSpeedFacts`` of ``adapters.gpu.GpuInfo`` rows; a fact the GPUs disagree on is listed per kind."""
+    if not gpus:
+        return GpuSpeedFacts()
+
+    def one(values: Sequence[Any]) -> Any:
+        if any(v is None for v in values):
+            return None
+        kinds = sorted({str(v) for v in values})
+        return values[0] if len(kinds) == 1 else " + ".join(kinds)
+
+    names = [g.name for g in gpus]
+    model = " + ".join(f"{names.count(n)}× {n}" for n in sorted(set(names)))
+    limits = [g.power_limit_w for g in gpus]
+    return GpuSpeedFacts(model, one([g.driver_version for g in gpus]),
+                         None if any(v is None for v in limits) else min(limits),
+                         one([g.clocks_policy for g in gpus]))
+
+
+def local_speed_facts(simulated_url: str | None = None) -> GpuSpeedFacts:
+    """This machine's GPUs (NVML), or a simulated host's as its simulator reports them at ``simulated_url``."""
+    from deployctl.adapters.gpu import gpu_inventory, simulated_inventory
+
+    return speed_facts(simulated_inventory(simulated_url) if simulated_url else gpu_inventory())
 
 
 def normalize_cc(value: Any) -> str | None:

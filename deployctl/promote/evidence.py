@@ -12,7 +12,9 @@ from typing import Any, Mapping
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
 from deployctl.promote import machine as m
+from deployctl.promote.records import StoredBench
 from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import ProfileDiff
 
@@ -51,6 +53,17 @@ class StartOutcome:
     last_lines: tuple[str, ...] = ()
     startup: StartupReport | None = None  # what the server said while starting
     wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What of today's server and host a baseline's fingerprint needs beyond the plan; None: not known."""
+
+    sglang_version: str | None = None  # as the server states it (GET /server_info)
+    gpu_model: str | None = None
+    gpu_driver: str | None = None
+    power_limit_w: float | None = None
+    clocks_policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,10 +106,43 @@ class PreflightResult:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class BenchTime:
+    """Where a promote's benchmark seconds went, and what reusing a baseline saved (counted, not guessed)."""
+
+    baseline_s: float = 0.0  # a fresh baseline's trials
+    confirmation_s: float = 0.0  # the confirmation trials of a stored baseline (spent even when it disagreed)
+    candidate_s: float = 0.0
+    verify_s: float = 0.0
+    reuse: ReuseAccount | None = None
+
+    @property
+    def total_s(self) -> float:
+        return self.baseline_s + self.confirmation_s + self.candidate_s + self.verify_s
+
+    def describe(self) -> str:
+        parts = [f"{name} {s:.0f} s" for name, s in (("baseline", self.baseline_s),
+                 ("confirmation", self.confirmation_s), ("candidate", self.candidate_s),
+                 ("verification", self.verify_s)) if s > 0]
+        return f"benchmark time {self.total_s:.0f} s" + (f" ({', '.join(parts)})" if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.reuse
+        return {"total_s": self.total_s, "baseline_s": self.baseline_s, "confirmation_s": self.confirmation_s,
+                "candidate_s": self.candidate_s, "verify_s": self.verify_s,
+                "reuse": None if r is None else {
+                    "reused_from": r.reused_from, "age_s": r.age_s, "confirmation_trials": r.confirmation_trials,
+                    "baseline_trials": r.baseline_trials, "trial_s": r.trial_s, "saved_s": r.saved_s}}
+
+
 @dataclass
 class Evidence:
     baseline: BenchResult | None = None
     baseline_reused_from: int | None = None  # the release whose baseline measurement was reused
+    fingerprint: BaselineFingerprint | None = None  # today's, as the baseline is stored with
+    stored_baseline: StoredBench | None = None  # the stored one under confirmation (then reused)
+    reuse: ReuseAccount | None = None
+    fresh_because: tuple[str, ...] = ()  # why no stored baseline was reused
     candidate: BenchResult | None = None
     verify: BenchResult | None = None
     baseline_startup: StartupReport | None = None
@@ -107,11 +153,18 @@ class Evidence:
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
     preflight: PreflightResult | None = None
-    # "startup_wait" and "traffic" (not the controller's own time), "own:PHASE" (the controller's share).
+    # "startup_wait" and "traffic" (not the controller's own time), "own:PHASE" (the controller's share);
+    # "bench:ROLE" splits the traffic by what it measured (baseline, confirmation, candidate, verify).
     timings: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, key: str, seconds: float) -> None:
         self.timings[key] = self.timings.get(key, 0.0) + seconds
+
+    @property
+    def bench_time(self) -> BenchTime:
+        t = self.timings
+        return BenchTime(t.get("bench:baseline", 0.0), t.get("bench:confirmation", 0.0),
+                         t.get("bench:candidate", 0.0), t.get("bench:verify", 0.0), self.reuse)
 
     @property
     def outside_s(self) -> float:
@@ -146,7 +199,8 @@ def describe_action(action: m.Action, plan: Plan) -> str:
     name = plan.unit_name
     return {
         m.RunPreflight: lambda: "pre-flight checks",
-        m.MeasureBaseline: lambda: f"measure the live release of {name}",
+        m.MeasureBaseline: lambda: f"measure the live release of {name} (or find a stored measurement of it)",
+        m.ConfirmBaseline: lambda: "confirm the stored baseline: one trial per critical level",
         m.InstallTrial: lambda: f"install {plan.profile} as a trial of {name}",
         m.RestartCandidate: lambda: f"restart {name} on the candidate and wait until ready",
         m.CheckStartupGates: lambda: "check the startup gates",

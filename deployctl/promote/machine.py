@@ -1,6 +1,7 @@
 """The promote state machine, pure: no I/O, no clock, no environment.
 
-    PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
+    PREFLIGHT → BASELINE ⇄ CONFIRM
+                   └──────────┴─▶ INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
                               │          │         │        │      │      │
                               └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
                                                                                  │          │
@@ -25,8 +26,11 @@ from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.promote.state import TERMINAL, Limits, Phase, Result, State
 from deployctl.promote.steps import (
     Action,
+    BaselineStored,
     BenchCandidate,
     CheckStartupGates,
+    ConfirmBaseline,
+    Confirmed,
     Failed,
     InstallTrial,
     Interrupted,
@@ -45,7 +49,8 @@ from deployctl.promote.steps import (
 
 # The vocabulary lives in state.py and steps.py; callers read it here as ``machine.X``.
 __all__ = [
-    "TERMINAL", "Action", "BenchCandidate", "CheckStartupGates", "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
+    "TERMINAL", "Action", "BaselineStored", "BenchCandidate", "CheckStartupGates", "ConfirmBaseline", "Confirmed",
+    "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
     "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "Phase", "RestartCandidate", "RestoreBaseline",
     "Result", "RunPreflight", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
     "resume_after_crash", "start",
@@ -54,7 +59,8 @@ __all__ = [
 
 _ACTIONS = {
     Phase.PREFLIGHT: lambda s: RunPreflight(),
-    Phase.BASELINE: lambda s: MeasureBaseline(),
+    Phase.BASELINE: lambda s: MeasureBaseline(fresh=s.fresh_baseline),
+    Phase.CONFIRM: lambda s: ConfirmBaseline(reused_from=s.reused_from or 0),
     Phase.INSTALL: lambda s: InstallTrial(),
     Phase.RESTART: lambda s: RestartCandidate(),
     Phase.STARTUP: lambda s: CheckStartupGates(),
@@ -161,6 +167,26 @@ def _reject(state: State, reasons: tuple[str, ...]) -> State:
     return _rollback(state, Result.REJECTED, reasons)
 
 
+def _baseline(state: State, outcome: Outcome) -> State:
+    _expect(outcome, Succeeded, Failed, BaselineStored, phase=state.phase)
+    if isinstance(outcome, BaselineStored):
+        if state.fresh_baseline:
+            raise ValueError("a fresh baseline was asked for, not a stored one")
+        return replace(state, phase=Phase.CONFIRM, reused_from=outcome.release_id, done=state.done + outcome.notes)
+    return _simple(Phase.INSTALL, _refuse)(replace(state, reused_from=None), outcome)
+
+
+def _confirm(state: State, outcome: Outcome) -> State:
+    """Agreeing, the stored baseline stands in for today's; disagreeing, a fresh one is measured."""
+    _expect(outcome, Confirmed, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return _refuse(state, outcome.reasons)
+    assert isinstance(outcome, Confirmed)
+    if outcome.agrees:
+        return replace(state, phase=Phase.INSTALL, done=state.done + outcome.reasons)
+    return replace(state, phase=Phase.BASELINE, fresh_baseline=True, reasons=state.reasons + outcome.reasons)
+
+
 def _bench(state: State, outcome: Outcome) -> State:
     _expect(outcome, Succeeded, Failed, phase=state.phase)
     if isinstance(outcome, Failed):
@@ -224,7 +250,8 @@ def _verify(state: State, outcome: Outcome) -> State:
 
 _STEPS: dict[Phase, Step] = {
     Phase.PREFLIGHT: _simple(Phase.BASELINE, _refuse),
-    Phase.BASELINE: _simple(Phase.INSTALL, _refuse),
+    Phase.BASELINE: _baseline,
+    Phase.CONFIRM: _confirm,
     Phase.INSTALL: _simple(Phase.RESTART, _reject),
     Phase.RESTART: _restart,
     Phase.STARTUP: _simple(Phase.BENCH, _reject),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deployctl.bench.result import BenchResult
+from deployctl.judge.reuse import BaselineFingerprint
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,14 @@ class StoredBench:
     sglang_version: str | None
     bench_key: str
     result: dict[str, Any]  # as stored (``show --json`` prints it as is)
+    fingerprint: BaselineFingerprint | None = None  # a baseline's, when stored (ledger version 2 on)
+    reused_from: int | None = None  # a reused baseline: the release whose measurement it extends
 
     @property
     def bench(self) -> BenchResult:
         return BenchResult.from_dict(self.result)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["fingerprint"] = self.fingerprint.to_dict() if self.fingerprint else None
+        return data

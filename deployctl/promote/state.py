@@ -15,6 +15,7 @@ from deployctl.errors import ExitCode
 class Phase(str, Enum):
     PREFLIGHT = "PREFLIGHT"
     BASELINE = "BASELINE"
+    CONFIRM = "CONFIRM"
     INSTALL = "INSTALL"
     RESTART = "RESTART"
     STARTUP = "STARTUP"
@@ -81,6 +82,8 @@ class State:
     more_trials: tuple[tuple[int, int], ...] = ()  # (concurrency, extra trials) the judge asked for
     rollback_attempt: int = 0
     drift: bool = False
+    fresh_baseline: bool = False  # measure the baseline now: a stored one's confirmation trials disagreed
+    reused_from: int | None = None  # the release whose stored baseline is being confirmed or was reused
 
     @property
     def terminal(self) -> bool:
@@ -114,4 +117,6 @@ class State:
             more_trials=tuple((int(c), int(n)) for c, n in data.get("more_trials", ())),
             rollback_attempt=int(data.get("rollback_attempt", 0)),
             drift=bool(data.get("drift", False)),
+            fresh_baseline=bool(data.get("fresh_baseline", False)),
+            reused_from=int(data["reused_from"]) if data.get("reused_from") is not None else None,
         )

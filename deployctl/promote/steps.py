@@ -16,7 +16,17 @@ class RunPreflight:
 
 @dataclass(frozen=True)
 class MeasureBaseline:
-    """Benchmark the live release (or reuse a fresh measurement of the same unit, host and version)."""
+    """Benchmark the live release, or find a stored measurement whose fingerprint matches today's server
+    (``BaselineStored``); ``fresh``: measure it now (the confirmation trial disagreed, or the operator asked)."""
+
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class ConfirmBaseline:
+    """One trial per critical level of the live release, against the stored baseline of ``reused_from``."""
+
+    reused_from: int
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,7 @@ class VerifyBaseline:
 
 
 Action = Union[
-    RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
+    RunPreflight, MeasureBaseline, ConfirmBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
     BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
 ]
 
@@ -81,6 +91,22 @@ class Failed:
     """The action did not do what it should; the reasons say why, in the operator's words."""
 
     reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BaselineStored:
+    """A stored baseline of release ``release_id`` matches today's fingerprint: confirm it before reusing it."""
+
+    release_id: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """The confirmation trials agree with the stored baseline (reuse it), or not (measure a fresh one)."""
+
+    agrees: bool
+    reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,4 +130,4 @@ class Interrupted:
     reason: str
 
 
-Outcome = Union[Succeeded, Failed, Judged, Verified, Interrupted]
+Outcome = Union[Succeeded, Failed, BaselineStored, Confirmed, Judged, Verified, Interrupted]

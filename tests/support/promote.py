@@ -26,11 +26,16 @@ def memory_ledger() -> Ledger:
     return Ledger.in_memory()
 
 
-def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4) -> BenchResult:
+def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4, spread: float = 0.0) -> BenchResult:
+    """``trials`` trials a level around ``tok_s``, ``spread`` apart (a fraction: 0.02 is 2 % between trials)."""
     p = Percentiles(1.0, 1.0, 1.0, 1.0)
+
+    def value(v: float, t: int) -> float:
+        return v * (1 + spread * (t - (trials - 1) / 2))
+
     levels = tuple(
         LevelResult(c, tuple(
-            TrialResult(c, t, 0.0, 1.0, ok, 0 if ok else 4, int(v), 0, v, 0.0, p, p, p, p, p,
+            TrialResult(c, t, 0.0, 1.0, ok, 0 if ok else 4, int(value(v, t)), 0, value(v, t), 0.0, p, p, p, p, p,
                         failures={} if ok else {"connect": 4})
             for t in range(trials)))
         for c, v in tok_s.items()

@@ -11,7 +11,15 @@ from support.promote import READY, bench, startup
 from deployctl.bench.result import BenchResult
 from deployctl.judge.outcome import Outcome
 from deployctl.live.protocols import Adapters
-from deployctl.promote.evidence import DriftResult, GateResult, JudgeResult, Plan, PreflightResult, StartOutcome
+from deployctl.promote.evidence import (
+    DriftResult,
+    GateResult,
+    JudgeResult,
+    Plan,
+    PreflightResult,
+    ServerFacts,
+    StartOutcome,
+)
 from deployctl.startup.parser import StartupReport
 
 
@@ -89,12 +97,28 @@ class FakePreflight:
 
 
 class FakeStartup:
+    def __init__(self, report: StartupReport | None = None) -> None:
+        self.report = report or startup(48)
+
     async def live_report(self, name: str) -> StartupReport | None:
-        return startup(48)
+        return self.report
 
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
         before, after = baseline.max_running_requests if baseline else None, candidate.max_running_requests
         return (f"max_running_requests {before} → {after}",) if baseline and before != after else ()
+
+
+# A host that states everything a baseline's fingerprint needs.
+KNOWN_HOST = ServerFacts(sglang_version="0.5.10", gpu_model="8× NVIDIA H200", gpu_driver="570.86.15",
+                         power_limit_w=700.0, clocks_policy="default")
+
+
+class FakeHost:
+    def __init__(self, facts: ServerFacts = KNOWN_HOST) -> None:
+        self.facts = facts
+
+    async def server_facts(self, url: str) -> ServerFacts:
+        return self.facts
 
 
 class Steps:
@@ -105,7 +129,7 @@ class Steps:
         self.lines.append(f"{phase.value}: {text}")
 
 
-def adapters(units=None, bench_=None, judge=None, preflight=None) -> Adapters:
+def adapters(units=None, bench_=None, judge=None, preflight=None, host=None) -> Adapters:
     return Adapters(
         units=units or FakeUnits(),
         bench=bench_ or FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1510}), bench({1: 120})]),
@@ -113,4 +137,5 @@ def adapters(units=None, bench_=None, judge=None, preflight=None) -> Adapters:
         preflight=preflight or FakePreflight(),
         startup=FakeStartup(),
         progress=Steps(),
+        host=host or FakeHost(),
     )

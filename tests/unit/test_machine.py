@@ -88,6 +88,28 @@ def test_preflight_can_be_skipped():
     assert actions == ["MeasureBaseline"] and state.phase is m.Phase.INSTALL
 
 
+def test_a_stored_baseline_is_confirmed_before_it_is_reused():
+    state, actions = drive([OK, m.BaselineStored(7), m.Confirmed(True, ("reused release 7",)), OK])
+    assert actions == ["RunPreflight", "MeasureBaseline", "ConfirmBaseline", "InstallTrial"]
+    assert state.phase is m.Phase.RESTART and state.reused_from == 7 and "reused release 7" in state.done
+    assert m.next_action(m.State(phase=m.Phase.CONFIRM, reused_from=7)) == m.ConfirmBaseline(reused_from=7)
+
+
+def test_a_disagreeing_confirmation_measures_a_fresh_baseline_once():
+    state, actions = drive([OK, m.BaselineStored(7), m.Confirmed(False, ("C=1 moved −20 %",))])
+    assert state.phase is m.Phase.BASELINE and state.fresh_baseline and "C=1 moved −20 %" in state.reasons
+    assert m.next_action(state) == m.MeasureBaseline(fresh=True)
+    with pytest.raises(ValueError):  # a fresh baseline was asked for: a stored one is a bug
+        m.advance(state, m.BaselineStored(7))
+    state = m.advance(state, OK)
+    assert state.phase is m.Phase.INSTALL and state.reused_from is None
+
+
+def test_a_confirmation_trial_that_fails_outright_refuses_without_touching_the_host():
+    state, _ = drive([OK, m.BaselineStored(7), m.Failed(("all 2 requests failed",))])
+    assert state.result is m.Result.REFUSED and "nothing on the host was changed" in state.reasons
+
+
 def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
     more = ((16, 1), (64, 2))
     limits = m.Limits(bench_rounds=2)
@@ -164,7 +186,7 @@ def test_interrupt_during_rollback_finishes_the_rollback():
 def test_crash_in_any_phase_resumes_somewhere_safe(phase):
     state = m.State(phase=phase, result=m.Result.KEPT if phase is m.Phase.KEEP else None)
     resumed = m.resume_after_crash(state, "controller died")
-    if phase in (m.Phase.PREFLIGHT, m.Phase.BASELINE):
+    if phase in (m.Phase.PREFLIGHT, m.Phase.BASELINE, m.Phase.CONFIRM):
         assert resumed.phase is m.Phase.DONE and resumed.result is m.Result.ABORTED
     elif phase is m.Phase.KEEP:
         assert resumed.phase is m.Phase.KEEP and resumed.result is m.Result.KEPT

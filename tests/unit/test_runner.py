@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from support.promote import READY, bench, memory_ledger, plan, startup
-from support.runner_fakes import FakeBench, FakeJudge, FakePreflight, FakeUnits, adapters
+from support.runner_fakes import KNOWN_HOST, FakeBench, FakeHost, FakeJudge, FakePreflight, FakeUnits, adapters
 
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
@@ -164,14 +164,91 @@ async def test_unusable_baseline_is_refused(ledger):
     assert any("all 8 requests failed: connect ×8" in r for r in out.state.reasons)
 
 
-async def test_fresh_baseline_is_reused(ledger):
-    first, _, _ = await _run(ledger, adapters())
-    b = FakeBench([bench({1: 121, 64: 1510})])
-    a = adapters(bench_=b)
-    # The second promote runs against the same known-good unit, measured minutes ago.
-    out, _, _ = await _run(ledger, a)
+# A baseline with a spread (3 trials, 2 % apart), so its trials have a noise to check against.
+STORED = bench({1: 120, 64: 1500}, trials=3, spread=0.02)
+
+
+async def _first_promote(ledger):
+    out, _, _ = await _run(ledger, adapters(bench_=FakeBench([STORED, bench({1: 121, 64: 1510}), bench({1: 120})])))
+    assert out.state.result is m.Result.KEPT
+    return out
+
+
+async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_trial_per_critical_level(ledger):
+    first = await _first_promote(ledger)
+    b = FakeBench([bench({1: 121, 64: 1496}), bench({1: 121, 64: 1510})])
+    out, _, _ = await _run(ledger, adapters(bench_=b))
+    assert out.state.result is m.Result.KEPT
+    assert b.calls[0] == ([1, 64], 1)  # the confirmation: one trial at each critical level
+    assert len(b.calls) == 2  # then the candidate; no baseline sweep
     assert out.evidence.baseline_reused_from == first.release_id
-    assert len(b.calls) == 1
+    reuse = out.evidence.reuse
+    assert reuse.reused_from == first.release_id and reuse.confirmation_trials == 2
+    assert reuse.baseline_trials == 10  # what a fresh baseline would have run: max_trials at both levels
+    assert reuse.saved_s == pytest.approx(8 * reuse.trial_s)
+    # the judged baseline is the stored trials plus the confirmation trial; the ledger keeps it, marked reused
+    rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
+    assert len(rows) == 1 and rows[0].reused_from == first.release_id
+    assert rows[0].fingerprint.gpu_driver == "570.86.15"
+    note = next(e for e in ledger.events(out.release_id) if e.name == "benchmark")
+    assert note.detail["reuse"]["reused_from"] == first.release_id and note.detail["confirmation_s"] >= 0
+    assert "baseline: reused the measurement of release" in note.detail["reason"]
+    # a reused row is never itself reused (its age is the original's), nor learned from twice
+    assert ledger.stored_baseline(unit_hash="old", bench_key=bench_key(plan().policy), host="h1").release_id \
+        == first.release_id
+
+
+async def test_a_disagreeing_confirmation_trial_measures_a_fresh_baseline(ledger):
+    await _first_promote(ledger)
+    fresh = bench({1: 100, 64: 1250}, trials=3, spread=0.02)
+    b = FakeBench([bench({1: 60, 64: 1500}), fresh, bench({1: 100, 64: 1250})])  # C=1 halved since
+    out, _, _ = await _run(ledger, adapters(bench_=b))
+    assert [c[0] for c in b.calls] == [[1, 64], None, None]  # confirmation, fresh baseline, candidate
+    assert out.evidence.baseline is fresh and out.evidence.baseline_reused_from is None
+    assert any("no longer describes the server" in r and "C=1" in r for r in out.state.reasons)
+    assert out.evidence.bench_time.confirmation_s >= 0 and out.evidence.reuse is None
+    rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
+    assert len(rows) == 1 and rows[0].reused_from is None
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(gpu_driver="575.51.03"), "the GPU driver changed: 570.86.15 → 575.51.03"),
+    (dict(sglang_version="0.5.11"), "the SGLang version changed: 0.5.10 → 0.5.11"),
+    (dict(power_limit_w=600.0), "the GPU power limit changed: 700.0 → 600.0"),
+    (dict(clocks_policy="application clocks SM 1500 MHz"), "the GPU clocks policy changed"),
+    (dict(gpu_model=None), "the GPU model is not known for today"),
+])
+async def test_a_changed_fingerprint_measures_a_fresh_baseline_and_says_why(ledger, change, reason):
+    await _first_promote(ledger)
+    b = FakeBench([STORED, bench({1: 121, 64: 1510})])
+    out, _, _ = await _run(ledger, adapters(bench_=b, host=FakeHost(replace(KNOWN_HOST, **change))))
+    assert [c[0] for c in b.calls] == [None, None]  # no confirmation trial: a fresh baseline at once
+    assert out.evidence.baseline_reused_from is None
+    assert any(reason in why for why in out.evidence.fresh_because), out.evidence.fresh_because
+
+
+async def test_without_a_stated_version_the_logged_range_keys_the_baseline_never_none(ledger):
+    """The server states no version and the log only a range: the range is the key. With neither, no reuse."""
+    ranged = replace(startup(48), sglang_version=None, sglang_version_range="0.5.10 or newer")
+    a = adapters(bench_=FakeBench([STORED, bench({1: 121, 64: 1510})]),
+                 host=FakeHost(replace(KNOWN_HOST, sglang_version=None)))
+    a.startup.report = ranged
+    out, _, _ = await _run(ledger, a)
+    assert out.evidence.fingerprint.sglang_version == "0.5.10 or newer"
+    a = adapters(bench_=FakeBench([STORED, bench({1: 121, 64: 1510})]),
+                 host=FakeHost(replace(KNOWN_HOST, sglang_version=None)))
+    a.startup.report = replace(ranged, sglang_version_range=None)
+    out, _, _ = await _run(ledger, a)
+    assert out.evidence.fingerprint.sglang_version is None
+    assert "the SGLang version is not known for today" in out.evidence.fresh_because
+
+
+async def test_fresh_baseline_asked_for_is_measured(ledger):
+    await _first_promote(ledger)
+    b = FakeBench([STORED, bench({1: 121, 64: 1510})])
+    out, _, _ = await _run(ledger, adapters(bench_=b), baseline_max_age_s=0.0)
+    assert [c[0] for c in b.calls] == [None, None] and out.evidence.baseline_reused_from is None
+    assert "--fresh-baseline" in out.evidence.fresh_because[0]
 
 
 async def test_abort_during_bench_cancels_it_and_rolls_back(ledger):
