@@ -155,8 +155,10 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
     lines = [heading] if heading else plan_lines(out.plan, restart=False)
     if ev.preflight is not None:
         lines += [f"pre-flight warning: {w}" for w in ev.preflight.warnings]
-    if ev.baseline_reused_from is not None:
-        lines.append(f"  baseline: reused the measurement of release {ev.baseline_reused_from}")
+    if ev.reuse is not None:
+        lines.append(f"  {ev.reuse.describe()}")
+    elif ev.fresh_because and ev.baseline is not None:
+        lines.append("  baseline: measured fresh, because " + "; ".join(ev.fresh_because))
     if ev.start_failure is not None:
         lines.append(f"startup: did not come up ({ev.start_failure.kind}): {ev.start_failure.message}")
         lines += [f"  | {ln}" for ln in ev.start_failure.last_lines[-5:]]
@@ -189,6 +191,8 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
             f"  the known-good unit text is kept in the ledger: `deployctl show {out.release_id}`;"
             f" check `journalctl -u {out.plan.unit_name}` and `systemctl status {out.plan.unit_name}`"
         )
+    if ev.bench_time.total_s > 0:
+        lines.append(f"  {ev.bench_time.describe()}")
     lines.append(f"  controller overhead {out.overhead_s:.2f} s of {out.wall_s:.1f} s")
     return lines
 
@@ -213,6 +217,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,
+        "benchmark": {**ev.bench_time.to_dict(), "fresh_because": list(ev.fresh_because)},
         "timings_s": {**ev.timings, "wall": out.wall_s, "controller_overhead": out.overhead_s},
     }
 

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from support.promote import bench, startup
 
-from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import _SCHEMA, Ledger, resolve_state_dir, who_from_env
 from deployctl.errors import InputError
 from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
 
@@ -177,6 +177,34 @@ def test_a_ledger_of_the_old_hash_rule_is_rehashed_and_its_rows_stay_valid(tmp_p
                                      max_age_s=10**10) is not None
     with Ledger.open(tmp_path) as ledger:  # once only
         assert ledger.get(rid).unit_hash == stamped
+
+
+def test_a_version_1_ledger_gains_the_fingerprint_and_its_old_baselines_load_but_are_not_reusable(tmp_path):
+    from deployctl.judge.reuse import BaselineFingerprint
+
+    db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
+    # Version 1's benchmarks table, as deployctl 0.1 created it: no fingerprint, no reused_from.
+    db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS benchmarks")[0] + """
+        CREATE TABLE benchmarks (id INTEGER PRIMARY KEY AUTOINCREMENT, release_id INTEGER NOT NULL,
+          role TEXT NOT NULL, at REAL NOT NULL, unit_hash TEXT NOT NULL, host TEXT, sglang_version TEXT,
+          bench_key TEXT NOT NULL, result_json TEXT NOT NULL);
+        INSERT INTO releases (deployment, kind, unit_name, unit_text, unit_hash, who, started_at)
+          VALUES ('glm5', 'adopted', 'u.service', 'x', 'h0', 'root', 1.0);
+        INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)
+          VALUES (1, 'baseline', 2.0, 'h0', 'h', '0.5.9', 'k', '{}');
+        PRAGMA user_version=1;""")
+    db.close()
+    with Ledger.open(tmp_path) as ledger:
+        old = ledger.stored_baseline(unit_hash="h0", bench_key="k", host="h")
+        assert old.release_id == 1 and old.fingerprint is None and old.reused_from is None  # loads, not reusable
+        fp = BaselineFingerprint("h0", "k", "h", "0.5.9", "8× NVIDIA H200", "570.86", 700.0, "default")
+        ledger.save_bench(1, "baseline", NO_LEVELS, unit_hash="h0", bench_key="k", host="h", fingerprint=fp)
+        ledger.save_bench(1, "baseline", NO_LEVELS, unit_hash="h0", bench_key="k", host="h", fingerprint=fp,
+                          reused_from=1)  # a reused row is never itself the stored baseline
+        found = ledger.stored_baseline(unit_hash="h0", bench_key="k", host="h")
+        assert found.fingerprint == fp and found.reused_from is None and found.at > 2.0
+    with Ledger.open(tmp_path) as ledger:  # migrated once; the version says so
+        assert ledger._version() == 2
 
 
 def test_a_ledger_in_memory_touches_no_file(tmp_path, monkeypatch):

@@ -59,6 +59,27 @@ def test_outcome_json_is_serialisable_and_complete():
     assert data["levels"][0]["concurrency"] == 1 and data["timings_s"]["controller_overhead"] == 1.0
 
 
+def test_benchmark_time_and_what_reuse_saved_in_text_and_json():
+    import json
+
+    from deployctl.judge.reuse import ReuseAccount
+
+    reuse = ReuseAccount(reused_from=3, age_s=1500.0, confirmation_trials=2, baseline_trials=10, trial_s=170.0)
+    out = _outcome(baseline=bench({1: 1.0}), candidate=bench({1: 1.0}), baseline_reused_from=3, reuse=reuse)
+    out.evidence.timings.update({"bench:confirmation": 340.0, "bench:candidate": 850.0, "bench:verify": 170.0})
+    text = "\n".join(outcome_lines(out))
+    assert ("baseline: reused the measurement of release 3 (25 min old), checked by 2 confirmation trial(s) "
+            "instead of 10 baseline trials: 1360 s of benchmark saved") in text
+    assert "benchmark time 1360 s (confirmation 340 s, candidate 850 s, verification 170 s)" in text
+    data = json.loads(json.dumps(outcome_json(out)))["benchmark"]
+    assert data["total_s"] == 1360.0 and data["reuse"]["saved_s"] == 1360.0 and data["reuse"]["age_s"] == 1500.0
+    fresh = _outcome(baseline=bench({1: 1.0}), fresh_because=("the GPU driver changed: 570.86 → 575.51",))
+    fresh.evidence.timings["bench:baseline"] = 850.0
+    text = "\n".join(outcome_lines(fresh))
+    assert "baseline: measured fresh, because the GPU driver changed: 570.86 → 575.51" in text
+    assert outcome_json(fresh)["benchmark"]["reuse"] is None
+
+
 def test_rollback_failed_says_what_to_do():
     text = "\n".join(outcome_lines(_outcome(result=m.Result.ROLLBACK_FAILED)))
     assert "manual action needed" in text and "journalctl -u sglang-qwen.service" in text

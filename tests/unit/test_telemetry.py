@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -14,13 +15,16 @@ import pytest
 
 from deployctl.adapters import gpu as gpu_adapter
 from deployctl.adapters.gpu import (
+    GpuInfo,
     SimulatedGpus,
     gpu_inventory,
     open_nvml,
     parse_sim_gpu,
+    simulated_inventory,
     throttle_names,
 )
 from deployctl.bench.result import LevelTelemetry
+from deployctl.preflight.hostfacts import GpuSpeedFacts, speed_facts
 from deployctl.bench.telemetry import (
     GpuSample,
     ProcSample,
@@ -175,7 +179,9 @@ class FakeNvml:
             "nvmlDeviceGetName": lambda h: "NVIDIA RTX PRO 6000 Blackwell Server Edition",
             "nvmlDeviceGetUUID": lambda h: "GPU-1",
             "nvmlSystemGetDriverVersion": lambda: "580.95.05",
+            "nvmlDeviceGetClock": lambda h, kind, which: self.app_clocks.get((kind, which), 1500),
         }
+        self.app_clocks: dict[tuple[int, int], int] = {}  # (clock, NVML_CLOCK_ID_*) → MHz; else the default
         for name, fn in calls.items():
             monkeypatch.setattr(pynvml, name, fn)
         self.pcie_supported = True
@@ -191,6 +197,34 @@ def test_nvml_inventory_converts_units(monkeypatch):
     [info] = gpu_inventory()
     assert info.compute_capability == "sm120" and info.memory_gb == 96.0 and info.power_limit_w == 600.0
     assert info.name.startswith("NVIDIA RTX PRO 6000") and info.driver_version == "580.95.05"
+
+
+def test_nvml_clocks_policy_is_default_until_someone_sets_application_clocks(monkeypatch):
+    fake = FakeNvml(monkeypatch)
+    assert gpu_inventory()[0].clocks_policy == "default"
+    fake.app_clocks[(pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_ID_APP_CLOCK_TARGET)] = 1980
+    assert gpu_inventory()[0].clocks_policy == "application clocks SM 1980 MHz"
+
+
+def test_simulated_inventory_is_labelled_simulated_and_a_silent_simulator_is_unknown():
+    body = {"simulated": True, "gpus": [{"index": i, "name": "NVIDIA H200", "power_limit_w": 700,
+                                         "mem_total_gb": 139.8} for i in range(2)]}
+    found = simulated_inventory("http://sim", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=body)))
+    assert [(g.name, g.power_limit_w, g.driver_version, g.clocks_policy) for g in found] == \
+        [("NVIDIA H200 (simulated)", 700.0, "simulated", "simulated")] * 2
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    assert simulated_inventory("http://sim", transport=httpx.MockTransport(refused)) is None
+
+
+def test_speed_facts_name_count_and_board_and_take_the_lowest_power_limit():
+    h200 = GpuInfo(0, "NVIDIA H200", "sm90", 139.8, 700.0, driver_version="570.86", clocks_policy="default")
+    facts = speed_facts([h200, replace(h200, index=1, power_limit_w=600.0)])
+    assert facts == GpuSpeedFacts("2× NVIDIA H200", "570.86", 600.0, "default")
+    assert speed_facts([h200, replace(h200, clocks_policy=None)]).clocks_policy is None  # unknown: never matches
+    assert speed_facts(None) == GpuSpeedFacts()
 
 
 def test_nvml_sample_converts_units_and_unsupported_readings_are_none(monkeypatch):
