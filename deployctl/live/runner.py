@@ -200,9 +200,7 @@ class Runner:
         judge = self.plan.policy.judge
         levels = [c for c in self.plan.policy.bench.concurrency if judge.rule_for(c).role == "critical"] \
             or list(self.plan.policy.bench.concurrency)
-        t0 = self.a.clock()
         trial = await self._traffic(self.plan.url, levels, 1, "confirmation")
-        took = self.a.clock() - t0
         problem = _unusable(trial)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
@@ -220,7 +218,7 @@ class Runner:
         self.evidence.baseline_reused_from = stored.release_id
         self.evidence.reuse = ReuseAccount(
             reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
-            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=took / len(levels),
+            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=_trial_s(trial),
         )
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
@@ -365,6 +363,13 @@ def _logged_version(report: StartupReport | None) -> str | None:
     if report is None:
         return None
     return report.sglang_version or report.sglang_version_range
+
+
+def _trial_s(result: BenchResult) -> float:
+    """Seconds of one trial, as the confirmation trials took them (the sweep's warm-up, which a fresh
+    baseline runs too, is not counted as saved)."""
+    walls = [t.wall_s for lv in result.levels for t in lv.trials]
+    return sum(walls) / len(walls) if walls else 0.0
 
 
 def _confirm_level(base: BenchResult, trial: BenchResult, c: int, metric: str,

@@ -185,7 +185,7 @@ async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_
     reuse = out.evidence.reuse
     assert reuse.reused_from == first.release_id and reuse.confirmation_trials == 2
     assert reuse.baseline_trials == 10  # what a fresh baseline would have run: max_trials at both levels
-    assert reuse.saved_s == pytest.approx(8 * reuse.trial_s)
+    assert reuse.trial_s == 1.0 and reuse.saved_s == 8.0  # the trials' own seconds, 8 trials not run
     # the judged baseline is the stored trials plus the confirmation trial; the ledger keeps it, marked reused
     rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
     assert len(rows) == 1 and rows[0].reused_from == first.release_id
