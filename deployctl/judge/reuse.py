@@ -19,7 +19,9 @@ from typing import Any, Mapping, Sequence
 
 from scipy.special import stdtrit
 
+from deployctl.bench.result import BenchResult
 from deployctl.judge.stats import NoiseEstimate, pool
+from deployctl.judge.verdict import METRICS
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,35 @@ def confirm(
     if abs(moved) > half:
         return Confirmation(False, f"{text}: outside the stored trials' noise (±{100 * math.expm1(half):.1f} %)")
     return Confirmation(True, f"{text}: agrees (within ±{100 * math.expm1(half):.1f} %)")
+
+
+def confirm_levels(
+    stored: BenchResult, trial: BenchResult, levels: Sequence[int], metric: str,
+    noise: Mapping[int, NoiseEstimate],
+) -> dict[int, Confirmation]:
+    """``confirm`` at each level: the stored trials' ``metric`` against the confirmation trial's."""
+    out = {}
+    for c in levels:
+        before, now = _values(stored, c, metric), _values(trial, c, metric)
+        if not before or not now:
+            out[c] = Confirmation(False, "no valid " + ("stored trial" if not before else "confirmation trial"))
+        else:
+            out[c] = confirm(before, now[0], noise.get(c))
+    return out
+
+
+def trial_seconds(result: BenchResult) -> float:
+    """Seconds of one trial, as the confirmation trials took them: a sweep's warm-up, which a fresh
+    baseline runs as well, is not counted as saved."""
+    walls = [t.wall_s for level in result.levels for t in level.trials]
+    return sum(walls) / len(walls) if walls else 0.0
+
+
+def _values(result: BenchResult, c: int, metric: str) -> list[float]:
+    level = result.level(c)
+    value = METRICS[metric].value
+    found = [value(t) for t in level.trials if t.invalid_reason is None] if level else []
+    return [float(v) for v in found if v is not None and math.isfinite(v) and v > 0]
 
 
 def _pct(log_change: float) -> str:

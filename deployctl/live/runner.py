@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import Any, Mapping, Sequence
 
 from deployctl.adapters.ledger import Ledger
@@ -23,9 +22,14 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
 from deployctl.judge.noise import baseline_trials, learn_history
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount, confirm, reuse_decision
+from deployctl.judge.reuse import (
+    BaselineFingerprint,
+    ReuseAccount,
+    confirm_levels,
+    reuse_decision,
+    trial_seconds,
+)
 from deployctl.judge.stats import NoiseEstimate
-from deployctl.judge.verdict import METRICS
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
@@ -206,10 +210,11 @@ class Runner:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         noise = self._learned_noise()
         base = stored.bench
-        checks = {c: _confirm_level(base, trial, c, judge.metric, noise.get(c)) for c in levels}
-        if not all(ok for ok, _ in checks.values()):
+        checks = confirm_levels(base, trial, levels, judge.metric, noise)
+        if not all(check.agrees for check in checks.values()):
             self.evidence.stored_baseline = None
-            self.evidence.fresh_because = tuple(f"C={c}: {why}" for c, (ok, why) in checks.items() if not ok)
+            self.evidence.fresh_because = tuple(f"C={c}: {check.reason}" for c, check in checks.items()
+                                                if not check.agrees)
             return m.Confirmed(False, (f"the stored baseline of release {stored.release_id} no longer describes "
                                        "the server: " + "; ".join(self.evidence.fresh_because) +
                                        "; measuring a fresh one",))
@@ -218,7 +223,7 @@ class Runner:
         self.evidence.baseline_reused_from = stored.release_id
         self.evidence.reuse = ReuseAccount(
             reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
-            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=_trial_s(trial),
+            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=trial_seconds(trial),
         )
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
@@ -363,30 +368,6 @@ def _logged_version(report: StartupReport | None) -> str | None:
     if report is None:
         return None
     return report.sglang_version or report.sglang_version_range
-
-
-def _trial_s(result: BenchResult) -> float:
-    """Seconds of one trial, as the confirmation trials took them (the sweep's warm-up, which a fresh
-    baseline runs too, is not counted as saved)."""
-    walls = [t.wall_s for lv in result.levels for t in lv.trials]
-    return sum(walls) / len(walls) if walls else 0.0
-
-
-def _confirm_level(base: BenchResult, trial: BenchResult, c: int, metric: str,
-                   prior: NoiseEstimate | None) -> tuple[bool, str]:
-    """Whether the confirmation trial at level ``c`` agrees with the stored trials there, and the words."""
-    stored, new = _values(base, c, metric), _values(trial, c, metric)
-    if not stored or not new:
-        return False, "no valid " + ("stored trial" if not stored else "confirmation trial")
-    check = confirm(stored, new[0], prior)
-    return check.agrees, check.reason
-
-
-def _values(result: BenchResult, c: int, metric: str) -> list[float]:
-    level = result.level(c)
-    value = METRICS[metric].value
-    found = [value(t) for t in level.trials if t.invalid_reason is None] if level else []
-    return [float(v) for v in found if v is not None and math.isfinite(v) and v > 0]
 
 
 def _detail(outcome: m.Outcome) -> dict[str, Any]:

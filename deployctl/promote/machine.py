@@ -182,8 +182,8 @@ def _confirm(state: State, outcome: Outcome) -> State:
     if isinstance(outcome, Failed):
         return _refuse(state, outcome.reasons)
     assert isinstance(outcome, Confirmed)
-    if outcome.agrees:
-        return replace(state, phase=Phase.INSTALL, done=state.done + outcome.reasons)
+    if outcome.agrees:  # the reasons (what was reused, what it saved) are the evidence's, in the ledger's event
+        return replace(state, phase=Phase.INSTALL)
     return replace(state, phase=Phase.BASELINE, fresh_baseline=True, reasons=state.reasons + outcome.reasons)
 
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from support.promote import bench
 
-from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount, confirm, reuse_decision
+from deployctl.judge.reuse import (
+    BaselineFingerprint,
+    ReuseAccount,
+    confirm,
+    confirm_levels,
+    reuse_decision,
+    trial_seconds,
+)
 from deployctl.judge.stats import NoiseEstimate
 
 FP = BaselineFingerprint(
@@ -63,3 +71,11 @@ def test_the_account_counts_what_reuse_saved():
     assert acc.saved_s == 1360.0
     assert acc.describe() == ("baseline: reused the measurement of release 7 (25 min old), checked by 2 confirmation "
                               "trial(s) instead of 10 baseline trials: 1360 s of benchmark saved")
+
+
+def test_confirm_levels_checks_each_level_and_a_level_without_a_valid_trial_disagrees():
+    stored = bench({1: 120, 64: 1500}, trials=3, spread=0.02)
+    checks = confirm_levels(stored, bench({1: 121}), [1, 64], "output_tok_s", {})
+    assert checks[1].agrees and "agrees" in checks[1].reason
+    assert not checks[64].agrees and checks[64].reason == "no valid confirmation trial"
+    assert trial_seconds(bench({1: 121, 64: 1490})) == 1.0  # the trials' own wall time, not the sweep's
