@@ -39,9 +39,9 @@ from deployctl.promote.evidence import (
     StartOutcome,
     bench_key,
     describe_action,
+    version_key,
 )
 from deployctl.promote.records import StoredBench
-from deployctl.startup.parser import StartupReport
 
 log = logging.getLogger("deployctl")
 
@@ -158,7 +158,7 @@ class Runner:
         facts = await self.a.host.server_facts(self.plan.url)
         fingerprint = BaselineFingerprint(
             unit_hash=self.plan.known_good_hash or "", sweep=bench_key(self.plan.policy), host=self.plan.host,
-            sglang_version=facts.sglang_version or _logged_version(report), gpu_model=facts.gpu_model,
+            sglang_version=version_key(facts.sglang_version, report), gpu_model=facts.gpu_model,
             gpu_driver=facts.gpu_driver, power_limit_w=facts.power_limit_w, clocks_policy=facts.clocks_policy,
         )
         self.evidence.fingerprint = fingerprint
@@ -271,7 +271,7 @@ class Runner:
         startup = self.evidence.candidate_startup
         self.ledger.save_bench(self.release_id, "candidate", result, unit_hash=self.plan.candidate_hash,
                                bench_key=bench_key(self.plan.policy), host=self.plan.host,
-                               sglang_version=_logged_version(startup))
+                               sglang_version=version_key(None, startup))
         return m.Succeeded()
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
@@ -361,13 +361,6 @@ def _unusable(result: BenchResult) -> str | None:
         top = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
         return f"all {failed} requests failed" + (f": {top}" if top else "")
     return None
-
-
-def _logged_version(report: StartupReport | None) -> str | None:
-    """The SGLang version the startup log states, else the range its cues leave; None when it says nothing."""
-    if report is None:
-        return None
-    return report.sglang_version or report.sglang_version_range
 
 
 def _detail(outcome: m.Outcome) -> dict[str, Any]:

@@ -66,6 +66,17 @@ class ServerFacts:
     clocks_policy: str | None = None
 
 
+def version_key(stated: str | None, report: StartupReport | None) -> str | None:
+    """The SGLang version a measurement is keyed on (reuse, the canary's reference): as the server states
+    it (``/server_info``), else as its startup log states it, else the range the log's cues leave; None
+    only when nothing says anything, and None never matches."""
+    if stated:
+        return stated
+    if report is None:
+        return None
+    return report.sglang_version or report.sglang_version_range
+
+
 @dataclass(frozen=True)
 class LevelRow:
     concurrency: int
