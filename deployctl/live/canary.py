@@ -17,7 +17,7 @@ from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdi
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged
-from deployctl.promote.evidence import bench_key, version_key
+from deployctl.promote.evidence import bench_key
 from deployctl.promote.records import Release
 
 WATCH = "watch"
@@ -48,8 +48,7 @@ class WatchReport:
 async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
     policy = site.policy
     report = await adapters.startup.live_report(site.unit)
-    # The key promote stores its baselines under, so the reference below is found by the same version.
-    version = version_key((await adapters.host.server_facts(site.url)).sglang_version, report)
+    version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
         ledger.record(live.id, "canary", "note", WATCH, {"health": Health.DEGRADED.value, "healthy": False})
         return WatchReport(live, version, False, None, None, None, "")

@@ -173,9 +173,11 @@ class Runner:
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         self.evidence.baseline = result
+        # The column keeps what the startup log states (the canary's reference is looked up by it); the
+        # fingerprint keeps the key reuse decides on.
         self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
                                bench_key=fingerprint.sweep, host=self.plan.host,
-                               sglang_version=fingerprint.sglang_version, fingerprint=fingerprint)
+                               sglang_version=report.sglang_version if report else None, fingerprint=fingerprint)
         return m.Succeeded()
 
     def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
@@ -228,7 +230,8 @@ class Runner:
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
                                bench_key=stored.bench_key, host=self.plan.host,
-                               sglang_version=today.sglang_version if today else None, fingerprint=today,
+                               sglang_version=self.evidence.baseline_startup.sglang_version
+                               if self.evidence.baseline_startup else None, fingerprint=today,
                                reused_from=stored.release_id)
         return m.Confirmed(True, (self.evidence.reuse.describe(),))
 
@@ -271,7 +274,7 @@ class Runner:
         startup = self.evidence.candidate_startup
         self.ledger.save_bench(self.release_id, "candidate", result, unit_hash=self.plan.candidate_hash,
                                bench_key=bench_key(self.plan.policy), host=self.plan.host,
-                               sglang_version=version_key(None, startup))
+                               sglang_version=startup.sglang_version if startup else None)
         return m.Succeeded()
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
