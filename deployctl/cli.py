@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 import traceback
@@ -25,6 +26,8 @@ EPILOG = """\
 exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy ·
             10 candidate rejected and rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed (manual action needed) · 130 interrupted
+            20 detached (goes on in its unit) · 21 operation killed without a result ·
+            22 host unreachable · 23 SSH login refused · 24 incompatible or missing deployctl on the host
 """
 
 
@@ -58,6 +61,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
+                        help="run the verb on that host over ssh, with this inventory (see README: from a laptop)")
+    parser.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
+    parser.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # set by -H for the host's ledger
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for module in _verbs(_requested_verb(argv)):
         verb = sub.add_parser(
@@ -81,7 +88,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    args._argv = argv
+    if args.inventory_from:
+        os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
+    if os.environ.get("DEPLOYCTL_OPERATION"):  # inside a transient unit (deployctl.live.operation)
+        from deployctl.live.operation import run_as_worker
+
+        return run_as_worker(lambda: _dispatch(args, argv))
+    return _dispatch(args, argv)
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the verb (here, or on ``-H``'s host) under the one error policy."""
     try:
+        if args.host:
+            from deployctl.commands._remote import run_remote
+
+            return run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
         return int(args._run(args))
     except DeployctlError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
@@ -91,8 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # `deployctl history | head` closed our stdout: not an error. Point stdout at devnull so the
         # interpreter's final flush does not raise again.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
     except KeyboardInterrupt:

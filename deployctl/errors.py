@@ -28,6 +28,12 @@ class ExitCode:
     INCONCLUSIVE = 11
     ROLLBACK_FAILED = 12
     INTERRUPTED = 130
+    # --- operations in transient units, and `deployctl -H` over SSH (issue 15) ---
+    DETACHED = 20  # the operation goes on in its unit on the host; `deployctl attach` follows it again
+    OPERATION_LOST = 21  # the operation's process ended without a result (killed); the ledger says what
+    SSH_UNREACHABLE = 22  # no SSH connection to the host (name, route, port, timeout)
+    SSH_REFUSED = 23  # the host refused the login (key, user)
+    REMOTE_INCOMPATIBLE = 24  # the host's deployctl is missing or of another version
 
 
 class DeployctlError(Exception):
@@ -80,3 +86,11 @@ class JobFailed(SystemdError):
 
 class RollbackFailed(DeployctlError):
     exit_code = ExitCode.ROLLBACK_FAILED
+
+
+class RemoteError(DeployctlError):
+    """``deployctl -H``: the host could not be reached, refused us, or runs another deployctl."""
+
+    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code

@@ -19,7 +19,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.live.restart import http_health_probe, restart_and_wait
-from deployctl.live.runner import Adapters, Progress, QuietProgress
+from deployctl.live.runner import Adapters, Guard, Progress, QuietProgress
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -302,7 +302,7 @@ def _finding(f: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def live_adapters(site: Site, profile: str | None, progress: Progress | None = None,
-                        *, preflight: bool = True) -> AsyncIterator[Adapters]:
+                        *, preflight: bool = True, guard: Guard | None = None) -> AsyncIterator[Adapters]:
     systemd = await site.endpoint.connect()
     try:
         yield Adapters(
@@ -312,6 +312,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),
             progress=progress or QuietProgress(),
+            guard=guard,
         )
     finally:
         await systemd.close()

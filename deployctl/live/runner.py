@@ -69,6 +69,13 @@ class Startup(Protocol):
     def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]: ...
 
 
+class Guard(Protocol):
+    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
+
+    async def arm(self) -> str: ...
+    async def disarm(self) -> None: ...
+
+
 class Progress(Protocol):
     def step(self, phase: m.Phase, text: str) -> None: ...
 
@@ -87,6 +94,7 @@ class Adapters:
     startup: Startup
     progress: Progress = field(default_factory=QuietProgress)
     clock: Callable[[], float] = time.monotonic
+    guard: Guard | None = None
 
 
 # --- the evidence a promote gathers --------------------------------------------------------------
@@ -137,6 +145,8 @@ class Runner:
             state = m.advance(state, outcome)
         self.ledger.save_state(self.release_id, state.to_dict())
         self._finish(state)
+        if self.a.guard is not None:  # kept or rolled back: nothing left for the switch to do
+            await self.a.guard.disarm()
         return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
 
     def _finish(self, state: m.State) -> None:
@@ -215,7 +225,8 @@ class Runner:
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
-        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",))
+        armed = await self.a.guard.arm() if self.a.guard is not None else None
+        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",) + ((armed,) if armed else ()))
 
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
         outcome = await self._start(fresh=False)

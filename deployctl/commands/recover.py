@@ -1,0 +1,68 @@
+"""deployctl recover: finish or roll back a promote whose controller died; what the dead-man's switch runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.lock import DeploymentLock
+from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
+from deployctl.commands.output import emit, emit_json
+from deployctl.commands.promote import abort_request_path
+from deployctl.errors import Busy
+from deployctl.live.bindings import live_adapters
+from deployctl.live.site import Site
+
+NAME = "recover"
+HELP = "roll back (or finish keeping) a promote whose controller died; the dead-man's switch runs it"
+DESCRIPTION = """\
+Resume every unfinished release of DEPLOYMENT: nothing to do if no change had been made, finish a keep
+that was under way, otherwise restore the known-good unit and verify it. The ledger records that
+`deployctl recover` did it. A controller that is still alive (it holds the lock) is past the dead-man's
+bound: it gets SIGTERM, which makes it roll back itself.
+
+A promote arms a transient timer (deployctl-deadman-DEPLOYMENT.timer) that runs this verb when the
+controller neither keeps nor rolls back within the policy's dead_man_s.
+
+examples:
+  deployctl recover -d glm5
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_site_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    site = site_from_args(args)
+    try:
+        with locked(site, NAME):
+            said = asyncio.run(_recover(site)) or [f"{site.name}: no unfinished promote; nothing to recover"]
+    except Busy:
+        said = [_stop_live_controller(site)]
+    if args.json:
+        emit_json({"said": said})
+    else:
+        emit(said)
+    return 0
+
+
+async def _recover(site: Site) -> list[str]:
+    with Ledger.open(site.state_dir) as ledger:
+        async with live_adapters(site, None) as adapters:
+            return await recover_first(ledger, site, adapters, NAME)
+
+
+def _stop_live_controller(site: Site) -> str:
+    lock = DeploymentLock(site.state_dir, site.name)
+    holder = lock.holder()
+    if holder is None or holder.verb not in ("promote", "rollback", "demo"):
+        raise Busy(f"{site.name} is locked by {holder.describe() if holder else 'someone'}; nothing recovered",
+                   hint="run `deployctl recover` again once it has finished")
+    abort_request_path(lock).write_text("the dead-man's switch expired: no keep or rollback in time")
+    os.kill(holder.pid, signal.SIGTERM)
+    say([f"{holder.describe()} is alive past the dead-man's bound: sent SIGTERM, it rolls back now"])
+    return f"stopped {holder.describe()}"
