@@ -3,13 +3,12 @@
 One connection checks the host's deployctl version and copies the laptop's inventory into a private
 temporary file there; a second runs the verb with that inventory (long verbs in a transient unit, so a
 dropped connection does not stop them) and streams its output and exit code. The ledger on the host
-records the inventory's sha256 and where it came from (laptop path, git commit). Not a verb (no ``NAME``).
+records the inventory's sha256 (computed there) and where it came from (laptop path, git commit). Not a verb (no ``NAME``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shlex
 import socket
@@ -60,9 +59,8 @@ def remote_argv(argv: Sequence[str], verb: str, inventory: str | None, origin: s
 
 
 def inventory_origin(path: Path) -> str:
-    """``sha256:… laptop:/abs/path git:COMMIT[+dirty]``, as the ledger on the host records it."""
-    data = path.read_bytes()
-    parts = [f"sha256:{hashlib.sha256(data).hexdigest()}", f"{socket.gethostname()}:{path.resolve()}"]
+    """``laptop:/abs/path git:COMMIT[+dirty]``: where the inventory the host receives came from."""
+    parts = [f"{socket.gethostname()}:{path.resolve()}"]
     try:
         head = subprocess.run(["git", "-C", str(path.resolve().parent), "rev-parse", "HEAD"],
                               capture_output=True, text=True, timeout=10)
