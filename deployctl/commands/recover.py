@@ -21,8 +21,9 @@ HELP = "roll back (or finish keeping) a promote whose controller died; the dead-
 DESCRIPTION = """\
 Resume every unfinished release of DEPLOYMENT: nothing to do if no change had been made, finish a keep
 that was under way, otherwise restore the known-good unit and verify it. The ledger records that
-`deployctl recover` did it. A controller that is still alive (it holds the lock) is past the dead-man's
-bound: it gets SIGTERM, which makes it roll back itself.
+`deployctl recover` did it. A live controller holds the lock: recover exits 4, unless --release names
+the release that controller runs (the dead-man's timer does): it is past its bound and gets SIGTERM,
+which makes it roll back itself.
 
 A promote arms a transient timer (deployctl-deadman-DEPLOYMENT.timer) that runs this verb when the
 controller neither keeps nor rolls back within the policy's dead_man_s.
@@ -34,6 +35,8 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_site_arguments(parser)
+    parser.add_argument("--release", metavar="ID", type=int, default=None,
+                        help="the release the switch guards: if its controller is alive, SIGTERM it (roll back)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         with locked(site, NAME):
             said = asyncio.run(_recover(site)) or [f"{site.name}: no unfinished promote; nothing to recover"]
     except Busy:
-        said = [_stop_live_controller(site)]
+        if args.release is None:
+            raise
+        said = [_stop_live_controller(site, args.release)]
     if args.json:
         emit_json({"said": said})
     else:
@@ -56,12 +61,18 @@ async def _recover(site: Site) -> list[str]:
             return await recover_first(ledger, site, adapters, NAME)
 
 
-def _stop_live_controller(site: Site) -> str:
+def _stop_live_controller(site: Site, release_id: int) -> str:
+    """The switch expired on a controller that is alive: stop it, if it still runs the release guarded."""
     lock = DeploymentLock(site.state_dir, site.name)
     holder = lock.holder()
-    if holder is None or holder.verb not in ("promote", "rollback", "demo"):
-        raise Busy(f"{site.name} is locked by {holder.describe() if holder else 'someone'}; nothing recovered",
-                   hint="run `deployctl recover` again once it has finished")
+    with Ledger.open(site.state_dir) as ledger:
+        release = next((r for r in ledger.unfinished(site.name) if r.id == release_id), None)
+    if release is None:
+        return f"release {release_id} of {site.name} has finished; nothing to recover"
+    if holder is None or holder.pid != release.pid:
+        raise Busy(f"{site.name} is locked by {holder.describe() if holder else 'someone'}, not by release"
+                   f" {release_id}'s controller; nothing recovered",
+                   hint=f"run `deployctl recover -d {site.name}` once it has finished")
     abort_request_path(lock).write_text("the dead-man's switch expired: no keep or rollback in time")
     os.kill(holder.pid, signal.SIGTERM)
     say([f"{holder.describe()} is alive past the dead-man's bound: sent SIGTERM, it rolls back now"])

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from deployctl.adapters.transient import TransientService, dead_man_units, timer_properties
 from deployctl.errors import DeployctlError
-from deployctl.live.operation import unit_environment
+from deployctl.live.operation import WORKER_ENV, unit_environment
 from deployctl.live.restart import Endpoint
 
 log = logging.getLogger("deployctl")
@@ -27,19 +27,24 @@ class DeadMan:
         self.deployment = deployment
         self.timer, self.service = dead_man_units(deployment)
         self.bound_s = bound_s
-        self.recover = TransientService(argv=recover_argv, description=f"deployctl dead-man's switch: recover {deployment}",
-                                        environment={k: v for k, v in unit_environment(env, self.service).items()
-                                                     if k != "DEPLOYCTL_OPERATION"},
-                                        working_directory=cwd)
+        self.recover_argv = list(recover_argv)
+        self.cwd = cwd
+        self.env = {k: v for k, v in unit_environment(env, self.service).items() if k != WORKER_ENV}
 
-    async def arm(self) -> str:
+    def _service(self, release_id: int) -> TransientService:
+        # The release it guards: an old timer must not stop a later promote that is alive and well.
+        return TransientService(argv=[*self.recover_argv, "--release", str(release_id)],
+                                description=f"deployctl dead-man's switch: recover {self.deployment}",
+                                environment=self.env, working_directory=self.cwd)
+
+    async def arm(self, release_id: int) -> str:
         async with await self.endpoint.connect() as systemd:
             await systemd.stop_if_loaded(self.timer)  # one left by an earlier, killed controller
             for unit in (self.timer, self.service):
                 await systemd.reset_failed(unit)
             description = f"deployctl dead-man's switch for {self.deployment}"
             (await systemd.start_transient(self.timer, timer_properties(description, self.bound_s),
-                                           [(self.service, self.recover.properties())])).check()
+                                           [(self.service, self._service(release_id).properties())])).check()
         return f"armed {self.timer}: the known-good unit comes back in {self.bound_s:g} s unless kept or rolled back"
 
     async def disarm(self) -> None:

@@ -72,7 +72,7 @@ class Startup(Protocol):
 class Guard(Protocol):
     """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
 
-    async def arm(self) -> str: ...
+    async def arm(self, release_id: int) -> str: ...
     async def disarm(self) -> None: ...
 
 
@@ -225,7 +225,7 @@ class Runner:
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
-        armed = await self.a.guard.arm() if self.a.guard is not None else None
+        armed = await self.a.guard.arm(self.release_id) if self.a.guard is not None else None
         return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",) + ((armed,) if armed else ()))
 
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:

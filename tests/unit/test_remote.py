@@ -170,8 +170,8 @@ class FakeGuard:
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
-    async def arm(self) -> str:
-        self.log.append("arm")
+    async def arm(self, release_id: int) -> str:
+        self.log.append(f"arm {release_id}")
         return "armed"
 
     async def disarm(self) -> None:
@@ -189,4 +189,4 @@ async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolle
                                    unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t")
         out = await Runner(ledger, a, p, rid).run(m.start())
     assert out.state.result is result
-    assert calls[:2] == ["install_trial", "arm"] and calls[-1] == "disarm" and calls.count("disarm") == 1
+    assert calls[:2] == ["install_trial", f"arm {rid}"] and calls[-1] == "disarm" and calls.count("disarm") == 1
