@@ -164,6 +164,16 @@ def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox
     assert host.systemctl("is-active", UNIT).stdout.strip() == "active"
 
 
+def test_a_controller_alive_past_the_bound_is_told_to_roll_back(sandbox: Sandbox, tmp_path: Path):
+    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=12), tmp_path / "state")
+    host.restart_baseline()
+    done = host("promote", "slow", "--fresh-baseline", timeout=200)  # alive, but benchmarking for far too long
+    assert done.returncode == ExitCode.INTERRUPTED, done.stdout + done.stderr
+    release = last_release(host.box, host.state_dir)
+    assert release["result"] == "aborted" and "dead-man's switch expired" in release["reasons_json"], release
+    assert installed_profile(sandbox) == "baseline" and not (sandbox.runtime_unit_dir / UNIT).exists()
+
+
 # --- over SSH -------------------------------------------------------------------------------------
 
 
