@@ -26,8 +26,8 @@ EPILOG = """\
 exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy ·
             10 candidate rejected and rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed (manual action needed) · 130 interrupted
-            20 detached (goes on in its unit) · 21 operation killed without a result ·
-            22 host unreachable · 23 SSH login refused · 24 incompatible or missing deployctl on the host
+            30 detached (goes on in its unit) · 31 operation killed without a result ·
+            32 host unreachable · 33 SSH login refused · 34 incompatible or missing deployctl on the host
 """
 
 

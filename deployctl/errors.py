@@ -27,13 +27,17 @@ class ExitCode:
     REJECTED = 10
     INCONCLUSIVE = 11
     ROLLBACK_FAILED = 12
+    # --- deployctl canary (issue 20): the watch's own outcomes; a tried candidate exits as promote
+    #     does (10 rejected, 11 inconclusive, 12 rollback failed), busy is 4 ---
+    CANARY_DEGRADED = 20  # the live release measures worse than at its promotion, or stepped down
+    CANARY_PROMOTED = 21  # the pending candidate was tried and kept
     INTERRUPTED = 130
-    # --- operations in transient units, and `deployctl -H` over SSH (issue 15) ---
-    DETACHED = 20  # the operation goes on in its unit on the host; `deployctl attach` follows it again
-    OPERATION_LOST = 21  # the operation's process ended without a result (killed); the ledger says what
-    SSH_UNREACHABLE = 22  # no SSH connection to the host (name, route, port, timeout)
-    SSH_REFUSED = 23  # the host refused the login (key, user)
-    REMOTE_INCOMPATIBLE = 24  # the host's deployctl is missing or of another version
+    # --- operations in transient units, and `deployctl -H` over SSH (issue 15): 30-34 ---
+    DETACHED = 30  # the operation goes on in its unit on the host; `deployctl attach` follows it again
+    OPERATION_LOST = 31  # the operation's process ended without a result (killed); the ledger says what
+    SSH_UNREACHABLE = 32  # no SSH connection to the host (name, route, port, timeout)
+    SSH_REFUSED = 33  # the host refused the login (key, user)
+    REMOTE_INCOMPATIBLE = 34  # the host's deployctl is missing or of another version
 
 
 class DeployctlError(Exception):

@@ -11,11 +11,19 @@ Measured on the 2-core machine this was written on (``benchmarks/bench_client.py
 one core, SGLang-shaped stand-in server on the other): it spends less CPU per token than aiohttp read
 the way SGLang's bench_serving reads it, and — because nothing else runs between the read and its
 timestamp — keeps TTFT/ITL timing error lowest at high concurrency. httpx consumed 2–3× more CPU per
-token and is used only for control requests (``deployctl.adapters.http_control``).
+token and is used only for control requests (``deployctl.adapters.http_control``). llhttp (httptools)
+in place of the parser below, inside the same Protocol, cost 8–16 % more CPU per token in the same run
+(``bench_client.py --clients engine,httptools``; figures in its docstring), so the parser stays.
 
 Speaks what SGLang's uvicorn server sends: HTTP/1.1 with chunked transfer encoding (or a
 Content-Length, or a body ended by close); ``https://`` works through asyncio's TLS transport.
 Every failure becomes :class:`LoadError` with a short ``kind`` the trial counts failures by.
+
+What a server sends is bounded, because a broken or hostile one must cost one failed request, not the
+client's memory: response headers (``MAX_HEAD_BYTES``), a chunk-size line (``MAX_CHUNK_LINE``), one SSE
+event (``deployctl.bench.sse.MAX_EVENT_BYTES``) and the part of an error body kept for its message
+(``MAX_ERROR_BODY``). Past a bound, and on a body the sink cannot read (a chunk that is JSON but not an
+object), the request fails as ``protocol`` and the connection is closed; the other requests go on.
 """
 
 from __future__ import annotations
@@ -26,10 +34,13 @@ import time
 from typing import Callable, Protocol, Sequence
 from urllib.parse import urlsplit
 
-from deployctl.bench.sse import SseDecoder
+from deployctl.bench.sse import SseDecoder, SseEventTooLong
 from deployctl.errors import DeployctlError, InputError
 
 _CLOCK = time.perf_counter
+MAX_HEAD_BYTES = 64 * 1024
+MAX_CHUNK_LINE = 1024  # hex size plus extensions; SGLang's are a few bytes
+MAX_ERROR_BODY = 4096
 
 
 class Sink(Protocol):
@@ -54,6 +65,7 @@ class LoadClient:
     """``async with LoadClient(base_url) as client: await client.stream(path, body, sink)``."""
 
     name = "deployctl asyncio HTTP/1.1 protocol client (keep-alive, per-read timestamps)"
+    protocol: Callable[[], "_Connection"]  # set below the class: the parser one connection speaks
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0) -> None:
         parts = urlsplit(base_url)
@@ -113,7 +125,7 @@ class LoadClient:
                 return conn
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self._host, self._port, ssl=self._ssl),
+                loop.create_connection(self.protocol, self._host, self._port, ssl=self._ssl),
                 timeout=min(self._timeout_s, 30.0),
             )
         except asyncio.TimeoutError:
@@ -149,6 +161,7 @@ class _Connection(asyncio.Protocol):
         self._keep_alive = True
         self._error: tuple[str, str] | None = None  # a non-200 status: its body becomes the message
         self._error_body: list[bytes] = []
+        self._error_size = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -176,19 +189,23 @@ class _Connection(asyncio.Protocol):
         else:
             return  # nothing expected: a failed response, or bytes the server should not have sent
         if self._error is not None:
-            self._error_body.append(body)
+            if self._error_size < MAX_ERROR_BODY:
+                self._error_body.append(body[: MAX_ERROR_BODY - self._error_size])
+                self._error_size += len(body)
             if finished:
                 self._fail(*self._error, detail=self._error_detail())
             return
         if body:
-            payloads = self._decoder.feed(body)
+            try:
+                payloads = self._decoder.feed(body)
+            except SseEventTooLong as exc:
+                self._fail("protocol", str(exc))
+                return
             if payloads:
                 try:
                     self._sink(t, payloads)
-                except Exception as exc:  # a bug in the sink: surface it in the caller, not the loop
-                    self._keep_alive = False
-                    self._state = _IDLE
-                    self._done.set_exception(exc)
+                except Exception as exc:  # noqa: BLE001 - the server's bytes broke the reader: this request fails
+                    self._fail("protocol", f"a streamed chunk could not be read: {type(exc).__name__}: {exc}")
                     return
         if finished:
             self._state = _IDLE
@@ -210,9 +227,12 @@ class _Connection(asyncio.Protocol):
 
     def _head(self, buf: bytes) -> bytes | None:
         """Parse the status line and headers; the bytes after them, or None until they are complete."""
-        end = buf.find(b"\r\n\r\n")
+        end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
         if end < 0:
-            self._buf = buf
+            if len(buf) >= MAX_HEAD_BYTES:
+                self._fail("protocol", f"response headers longer than {MAX_HEAD_BYTES} bytes")
+            else:
+                self._buf = buf
             return None
         self._buf = b""
         lines = buf[:end].decode("latin-1").split("\r\n")
@@ -228,11 +248,15 @@ class _Connection(asyncio.Protocol):
             return None
         self._keep_alive = headers.get("connection") != "close" and status_line[0] == "HTTP/1.1"
         self._error = (f"http_{status}", f"HTTP {status}") if status != 200 else None
-        self._error_body = []
+        self._error_body, self._error_size = [], 0
         if "chunked" in headers.get("transfer-encoding", ""):
             self._state, self._need = _CHUNKED, 0
         elif "content-length" in headers:
-            self._state, self._need = _LENGTH, int(headers["content-length"])
+            length = headers["content-length"]
+            if not length.isdigit():
+                self._fail("protocol", f"bad Content-Length {length[:40]!r}")
+                return None
+            self._state, self._need = _LENGTH, int(length)
         else:
             self._state, self._keep_alive = _UNTIL_CLOSE, False
         return buf[end + 4:]
@@ -259,11 +283,16 @@ class _Connection(asyncio.Protocol):
                     break
                 pos += 2
                 need = 0
-            eol = buf.find(b"\r\n", pos)
+            eol = buf.find(b"\r\n", pos, pos + MAX_CHUNK_LINE)
             if eol < 0:
+                if n - pos >= MAX_CHUNK_LINE:
+                    self._fail("protocol", f"a chunk-size line longer than {MAX_CHUNK_LINE} bytes")
+                    return b"", False
                 break
             try:
                 size = int(buf[pos:eol].split(b";", 1)[0], 16)
+                if size < 0:
+                    raise ValueError(size)
             except ValueError:
                 self._keep_alive = False
                 self._fail("protocol", f"bad chunk size line {buf[pos:eol][:40]!r}")
@@ -282,3 +311,6 @@ class _Connection(asyncio.Protocol):
         self._keep_alive = False
         if self._done is not None and not self._done.done():
             self._done.set_exception(LoadError(kind, f"{message}: {detail}" if detail else message))
+
+
+LoadClient.protocol = _Connection

@@ -11,31 +11,28 @@ Tables:
 - ``benchmarks``: raw benchmark results (samples included) with the unit hash, host and SGLang version
   they measured, so a fresh baseline can be reused.
 
-Secrets are never stored: values of environment variables whose names contain TOKEN, KEY, SECRET or
-PASSWORD are replaced by ``<redacted>`` in the environment, the flags and the unit text.
+Secrets are never stored: every value written (unit text, flags, environment, machine state, startup
+reports, events, benchmark results) first goes through ``deployctl.facts.secrets``. The state directory
+is created 0700 and the ledger (with its WAL and shared-memory files) is 0600: its rows are the
+operator's evidence, not the host's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from deployctl.errors import DeployctlError, InputError
+from deployctl.facts.secrets import redact, redact_mapping, redact_text
 from deployctl.promote.records import Event, Release, StoredBench
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
-REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-# Environment=NAME=value, Environment="NAME=value" "OTHER=x", and flags like --api-key value.
-_ENV_ASSIGNMENT = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>"[^"]*"|[^\s"]*)')
-_SECRET_FLAG = re.compile(r"(--[a-z0-9-]*(?:key|token|secret|password)[a-z0-9-]*)(=|\s+)(\S+)", re.IGNORECASE)
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -89,33 +86,6 @@ CREATE INDEX IF NOT EXISTS benchmarks_reuse ON benchmarks(unit_hash, bench_key, 
 """
 
 
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
-
-
-def redact_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (REDACTED if is_secret_name(k.replace("-", "_")) else v) for k, v in flags.items()}
-
-
-def redact_unit_text(text: str) -> str:
-    """The unit text with secret-looking environment values and flag values replaced."""
-    out = []
-    for line in text.splitlines(keepends=True):
-        key, sep, rest = line.partition("=")
-        if sep and key.strip() == "Environment":
-            rest = _ENV_ASSIGNMENT.sub(
-                lambda mt: f"{mt['name']}={REDACTED}" if is_secret_name(mt["name"]) else mt[0], rest
-            )
-            line = key + sep + rest
-        line = _SECRET_FLAG.sub(lambda mt: f"{mt[1]}{mt[2]}{REDACTED}", line)
-        out.append(line)
-    return "".join(out)
-
-
 def who_from_env(env: Mapping[str, str], interactive: bool) -> str:
     """Who asked, as an operator reads it: the sudo user, the SSH user and address, or a scheduled job."""
     user = env.get("USER") or env.get("LOGNAME") or "root"
@@ -136,6 +106,23 @@ def resolve_state_dir(arg: str | os.PathLike[str] | None, env: Mapping[str, str]
     return DEFAULT_STATE_DIR
 
 
+def _private_files(path: Path) -> None:
+    """The state directory 0700, the ledger and its WAL/SHM files 0600 (SQLite gives the WAL and SHM
+    files the database file's mode); an older, looser state directory or ledger is tightened here.
+    A directory deployctl does not own, or a shared sticky one such as /tmp, is left as it is."""
+    state_dir = path.parent
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = state_dir.stat()
+    if st.st_uid == os.geteuid() and not st.st_mode & stat.S_ISVTX and stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(state_dir, stat.S_IMODE(st.st_mode) & 0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+        try:
+            os.chmod(path.parent / name, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -151,7 +138,7 @@ class Ledger:
         self.path = path
         self._clock = clock
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _private_files(path)
             self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -205,7 +192,7 @@ class Ledger:
         live: bool = False,
         result: str | None = None,
     ) -> int:
-        safe_text = redact_unit_text(unit_text)
+        safe_text = redact_text(unit_text)
         now = self._clock()
         release_id = self._write(
             "INSERT INTO releases (deployment, kind, profile, unit_name, unit_text, unit_hash, redacted, flags_json,"
@@ -213,7 +200,7 @@ class Ledger:
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 deployment, kind, profile, unit_name, safe_text, unit_hash, int(safe_text != unit_text),
-                _dumps(redact_flags(flags or {})), _dumps(redact_env(env or {})), host, who, pid, now,
+                _dumps(redact_mapping(flags or {})), _dumps(redact_mapping(env or {})), host, who, pid, now,
                 now if finished else None, previous_id, result,
             ),
         )
@@ -223,17 +210,17 @@ class Ledger:
 
     def save_state(self, release_id: int, state: Mapping[str, Any]) -> None:
         self._write(
-            "UPDATE releases SET phase=?, state_json=? WHERE id=?", (state.get("phase"), _dumps(state), release_id)
+            "UPDATE releases SET phase=?, state_json=? WHERE id=?", (state.get("phase"), _dumps(redact(state)), release_id)
         )
 
     def save_startup(self, release_id: int, role: str, report: Mapping[str, Any] | None) -> None:
         column = {"baseline": "baseline_startup_json", "candidate": "startup_json"}[role]
-        self._write(f"UPDATE releases SET {column}=? WHERE id=?", (_dumps(report), release_id))
+        self._write(f"UPDATE releases SET {column}=? WHERE id=?", (_dumps(redact(report)), release_id))
 
     def finish(self, release_id: int, *, result: str, verdict: str | None, reasons: list[str] | tuple[str, ...]) -> None:
         self._write(
             "UPDATE releases SET finished_at=?, result=?, verdict=?, reasons_json=? WHERE id=?",
-            (self._clock(), result, verdict, _dumps(list(reasons)), release_id),
+            (self._clock(), result, verdict, _dumps(redact(list(reasons))), release_id),
         )
 
     def mark_live(self, release_id: int) -> None:
@@ -287,7 +274,7 @@ class Ledger:
     def record(self, release_id: int, phase: str, kind: str, name: str, detail: Mapping[str, Any] | None = None) -> None:
         self._write(
             "INSERT INTO events (release_id, at, phase, kind, name, detail_json) VALUES (?,?,?,?,?,?)",
-            (release_id, self._clock(), phase, kind, name, _dumps(dict(detail or {}))),
+            (release_id, self._clock(), phase, kind, name, _dumps(redact(dict(detail or {})))),
         )
 
     def events(self, release_id: int) -> list[Event]:
@@ -310,7 +297,7 @@ class Ledger:
         self._write(
             "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(dict(result))),
+            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(redact(dict(result)))),
         )
 
     def benches(self, release_id: int) -> list[StoredBench]:

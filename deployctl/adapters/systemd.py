@@ -336,6 +336,11 @@ class Systemd:
         finally:
             self._watchers[path].remove(queue)
 
+    async def enable_unit_files(self, files: list[str]) -> None:
+        """``systemctl enable FILES`` (the [Install] section's symlinks, persistent), then a daemon-reload."""
+        await self._manager("EnableUnitFiles", "asbb", [files, False, True])
+        await self.reload()
+
     # --- transient units (deployctl.adapters.transient builds their properties) --------------------
 
     async def start_transient(self, name: str, properties: list[Property],

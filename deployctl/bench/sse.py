@@ -16,6 +16,14 @@ split on ``\\n\\n`` with one prefix check per event.
 
 from __future__ import annotations
 
+# An event still open past this many bytes raises SseEventTooLong: a server that never ends an event
+# must not grow the client's memory without bound (SGLang's events are a few kB).
+MAX_EVENT_BYTES = 1 << 20
+
+
+class SseEventTooLong(ValueError):
+    """An event grew past ``MAX_EVENT_BYTES`` without its blank line."""
+
 
 class SseDecoder:
     """Feed bytes with :meth:`feed`; get back the ``data`` payloads of the events they complete."""
@@ -31,9 +39,10 @@ class SseDecoder:
             chunk = self._normalise(chunk)
         buf = self._buf + chunk if self._buf else chunk
         if b"\n\n" not in buf:
-            self._buf = buf
+            self._keep(buf)
             return []
-        *events, self._buf = buf.split(b"\n\n")
+        *events, rest = buf.split(b"\n\n")
+        self._keep(rest)
         out: list[bytes] = []
         for event in events:
             if event.startswith(b"data: ") and b"\n" not in event:
@@ -43,6 +52,12 @@ class SseDecoder:
                 if payload is not None:
                     out.append(payload)
         return out
+
+    def _keep(self, rest: bytes) -> None:
+        if len(rest) > MAX_EVENT_BYTES:
+            self._buf = b""
+            raise SseEventTooLong(f"an SSE event longer than {MAX_EVENT_BYTES} bytes without its blank line")
+        self._buf = rest
 
     def _normalise(self, chunk: bytes) -> bytes:
         # A "\r" ending one read ends a line now; if the next read starts with "\n", that "\n" is

@@ -14,7 +14,7 @@ HELP = "follow a promote or rollback started with --in-unit (or over -H) again, 
 DESCRIPTION = """\
 Print the log of DEPLOYMENT's last operation that ran in a transient unit (`promote --in-unit`, or any
 promote over `deployctl -H`) from its first line, follow it while it runs, and exit with its exit code.
-Ctrl-C detaches again (exit 20). An operation whose process was killed ends with exit 21: the ledger
+Ctrl-C detaches again (exit 30). An operation whose process was killed ends with exit 31: the ledger
 (`deployctl history`) says how it was recovered.
 
 examples:

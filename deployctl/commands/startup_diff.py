@@ -12,6 +12,7 @@ from deployctl.commands._inventory import (
 )
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
+from deployctl.facts.secrets import redact
 from deployctl.startup.diff import diff_startups, flag_differences, model_mismatch, unexplained_flags
 from deployctl.startup.text import render_diff
 
@@ -70,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if mismatch and not args.json:
         print(f"warning: {mismatch}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"warnings": [mismatch] if mismatch else [],
-                          "changes": [c.to_dict() for c in changes],
-                          "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
-                                              "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]},
+        print(json.dumps(redact({"warnings": [mismatch] if mismatch else [],
+                                 "changes": [c.to_dict() for c in changes],
+                                 "unlinked_flags": [{"flag": d.flag, "before": d.before, "after": d.after,
+                                                     "gate": d.gate_note, "phrase": d.phrase} for d in unlinked]}),
                          indent=2, default=repr))
     else:
         print(render_diff(changes, unlinked))

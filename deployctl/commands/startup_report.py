@@ -14,6 +14,7 @@ from deployctl.commands._inventory import (
     load_inventory_from_args,
 )
 from deployctl.errors import InputError
+from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
 from deployctl.startup.text import render_report
 
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise InputError("no log given", hint="deployctl startup-report FILE | - | --deployment D")
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(redact(report.to_dict()), indent=2))
     else:
         print(render_report(report, verbose=getattr(args, "verbose", 0) > 0))
     return 0

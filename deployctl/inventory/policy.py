@@ -92,6 +92,33 @@ class StartupGates(_Strict):
     startup_timeout_s: float = Field(default=1800.0, gt=0, description="from restart to ready")
 
 
+class WebhookPolicy(_Strict):
+    """Where the canary reports degraded / promoted / rejected / rollback failed (Slack-compatible JSON)."""
+
+    url: str = Field(pattern=r"^https?://", description="the endpoint; POSTed JSON with a `text` field")
+    # Never the secret itself: the inventory is not a secret store. The body is signed with it (HMAC-SHA256).
+    secret_file: str | None = Field(default=None, description="file holding the signing secret")
+    attempts: int = Field(default=3, ge=1, le=10)
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+class CanaryPolicy(_Strict):
+    """The scheduled canary (``deployctl canary``): watch the live release, try a pending candidate."""
+
+    profile: str | None = Field(default=None, description="the pending candidate to try, e.g. candidate")
+    # "02:00-05:00" every day, or "Sat,Sun 01:00-06:00"; host-local time. None: any time.
+    window: str | None = Field(default=None, pattern=r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun)(,(Mon|Tue|Wed|Thu|Fri|Sat|Sun))* )?"
+                                                     r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
+    # The watch's levels (a subset of bench.concurrency keeps it short); None: all of them.
+    levels: list[int] | None = Field(default=None, min_length=1)
+    # Rolling back on a degraded watch is not built yet: a degraded live release alerts.
+    on_degraded: Literal["alert"] = "alert"
+    # A step in the watch series at least this large (a drop) marks the release degraded.
+    change_min_pct: float = Field(default=2.0, gt=0)
+    change_max_pvalue: float = Field(default=0.001, gt=0, lt=1)
+    webhook: WebhookPolicy | None = None
+
+
 class Policy(_Strict):
     bench: BenchPolicy = Field(default_factory=BenchPolicy)
     judge: JudgePolicy = Field(default_factory=JudgePolicy)
@@ -101,3 +128,12 @@ class Policy(_Strict):
     # The dead-man's switch: the known-good unit comes back this long after a candidate is installed unless
     # the controller keeps or rolls back first. None → deployctl.promote.dead_man.bound_s (the worst case).
     dead_man_s: float | None = Field(default=None, gt=0)
+    canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+
+    @model_validator(mode="after")
+    def _canary_levels_measured(self) -> "Policy":
+        extra = sorted(set(self.canary.levels or ()) - set(self.bench.concurrency))
+        if extra:
+            raise ValueError(f"canary.levels {extra} are not in bench.concurrency {self.bench.concurrency}: "
+                             "a watch is compared with the release's own sweep at the same levels")
+        return self

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 from deployctl.errors import InputError
+from deployctl.units.escape import forbidden_character
 
 
 @dataclass(frozen=True, order=True)
@@ -30,3 +31,15 @@ class InventoryInvalid(InputError):
             "\n".join([heading, *map(str, self.problems)]),
             hint=f"fix the lines above, then check again with `deployctl validate -i {file}`",
         )
+
+
+def dotted(path: Iterable[Any]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else f".{printable(str(part))}"
+    return text.lstrip(".") or "(file)"
+
+
+def printable(text: str) -> str:
+    """A key as it can be shown on one line of a terminal or mail (control characters escaped)."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if forbidden_character(c) else c for c in text)

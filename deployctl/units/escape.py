@@ -29,12 +29,15 @@ def forbidden_character(value: str) -> str | None:
 
     C0/C1 control characters (newline, NUL, tab, ESC, DEL …) and the Unicode line/paragraph separators
     are refused outright: quoting could carry some of them, but none belongs in a flag or environment
-    value, and a newline is exactly how a value would smuggle in a second directive.
+    value, and a newline is exactly how a value would smuggle in a second directive. A lone UTF-16
+    surrogate (YAML's ``"\\ud800"``) is not a character at all: no file can hold it as UTF-8.
     """
     for char in value:
         code = ord(char)
         if code < 0x20 or 0x7F <= code <= 0x9F or char in "\u2028\u2029":
             return _CHAR_NAMES.get(char, f"the control character U+{code:04X}")
+        if 0xD800 <= code <= 0xDFFF:
+            return f"a lone surrogate U+{code:04X} (not a character; no UTF-8 file can hold it)"
     return None
 
 

@@ -6,15 +6,9 @@ import sqlite3
 
 import pytest
 
-from deployctl.adapters.ledger import (
-    REDACTED,
-    Ledger,
-    redact_env,
-    redact_unit_text,
-    resolve_state_dir,
-    who_from_env,
-)
+from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
 from deployctl.errors import InputError
+from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
 
 UNIT = """[Service]
 Environment=PYTHONUNBUFFERED=1
@@ -63,8 +57,8 @@ def test_secrets_are_redacted_everywhere(ledger, tmp_path):
 
 def test_redaction_keeps_ordinary_lines():
     text = "[Service]\nEnvironment=OMP_NUM_THREADS=8\nExecStart=/x --tp 8\n"
-    assert redact_unit_text(text) == text
-    assert redact_env({"PASSWORD_FILE": "/p", "A": "b"}) == {"PASSWORD_FILE": REDACTED, "A": "b"}
+    assert redact_text(text) == text
+    assert redact_mapping({"PASSWORD_FILE": "/p", "A": "b"}) == {"PASSWORD_FILE": REDACTED, "A": "b"}
 
 
 def test_wal_mode(tmp_path, ledger):

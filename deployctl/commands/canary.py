@@ -1,0 +1,275 @@
+"""deployctl canary: the scheduled watch of the live release, and the one try of a pending candidate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from deployctl.adapters import journal_send, textfile, webhook
+from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.lock import DeploymentLock
+from deployctl.commands._inventory import add_inventory_argument, inventory_path, load_inventory_from_args
+from deployctl.commands._release_verbs import (
+    add_state_dir_argument,
+    adopt_installed,
+    locked,
+    recover_first,
+    state_dir,
+)
+from deployctl.commands.promote import promote
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError
+from deployctl.judge.verdict import LevelVerdict
+from deployctl.judge.watch import Health, level_means
+from deployctl.live.bindings import live_adapters
+from deployctl.live.canary import WatchReport, judged_promotes, ledger_totals, watch
+from deployctl.live.site import Site, make_site
+from deployctl.live.canary_units import Paths, protect_home_for
+from deployctl.live.canary_units import install as install_units
+from deployctl.promote.canary import decide_try, every_to_calendar
+from deployctl.promote.evidence import LevelRow, PromoteOutcome
+from deployctl.promote.report import table_lines
+
+NAME = "canary"
+HELP = "the scheduled canary: watch the live release, try the pending candidate once (for timers and cron)"
+DESCRIPTION = """\
+Run by a timer or cron, once per deployment (or --all):
+
+1. watch: health, a short benchmark at the policy's levels judged against the live release's own
+   measurement at its promotion (else the newest stored baseline of its unit, else its first watch),
+   stored in the ledger; a significant step down in the release's series of watches (change points,
+   E-divisive means) also counts, so a small persistent loss is caught. → ok or degraded.
+2. try: if policy.canary.profile renders a unit other than the live one, and that exact unit was not
+   yet judged on this SGLang version, and it is inside policy.canary.window: a full `deployctl promote`
+   of it. A rejected or inconclusive candidate is not tried again until it changes.
+
+Silent when all is well (cron mails only when something happened); -v says what it did. Each run is
+a journal entry (SYSLOG_IDENTIFIER=deployctl, DEPLOYCTL_DEPLOYMENT, DEPLOYCTL_RELEASE, DEPLOYCTL_VERDICT),
+a Prometheus textfile for node_exporter, and on anything but ok a webhook call (policy.canary.webhook).
+
+exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) · 20 degraded ·
+            21 candidate promoted · 10 candidate rejected, rolled back · 11 inconclusive, baseline kept ·
+            12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
+
+examples:
+  deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
+  deployctl canary glm5                 # one run, as the timer does it
+  deployctl canary --all -v             # every deployment, saying what happened
+  journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
+"""
+# Most serious first: the code an --all run exits with.
+SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.BUG, ExitCode.BAD_INPUT,
+            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED, ExitCode.BUSY,
+            ExitCode.CANARY_PROMOTED, ExitCode.OK)
+VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CANARY_PROMOTED: "promoted",
+           ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive", ExitCode.PREFLIGHT_REFUSED: "refused",
+           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy"}
+
+
+def most_serious(codes: list[int]) -> int:
+    """The exit code of several outcomes (an unknown code counts as a bug's)."""
+    return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else SEVERITY.index(ExitCode.BUG))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
+                        help="the deployment (or --all); `install DEPLOYMENT` writes and enables its timer")
+    parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
+    add_inventory_argument(parser)
+    add_state_dir_argument(parser)
+    parser.add_argument("--textfile-dir", metavar="DIR", default=None,
+                        help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
+                             f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
+    parser.add_argument("--every", metavar="PERIOD", default="6h",
+                        help="with install: how often the timer runs it (30s, 15min, 6h, 1d; default 6h)")
+
+
+@dataclass
+class Run:
+    """What one deployment's canary run did, for the exit code, the journal, the metrics and the webhook."""
+
+    deployment: str
+    code: int = ExitCode.OK
+    lines: list[str] = field(default_factory=list)  # what happened (printed unless all is quiet)
+    detail: list[str] = field(default_factory=list)  # for -v
+    watch: WatchReport | None = None
+    promote: PromoteOutcome | None = None
+
+    @property
+    def verdict(self) -> str:
+        return VERDICT.get(self.code, "error")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.target[:1] == ["install"]:
+        return install(args)
+    if len(args.target) > 1 or bool(args.target) == bool(args.all):
+        raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
+    inv = load_inventory_from_args(args)
+    names = list(inv.deployments) if args.all else args.target
+    codes = []
+    for name in names:
+        site = make_site(inv, name, state_dir(args))
+        result = run_one(site, textfile_dir(args))
+        if result.code != ExitCode.OK or args.verbose:
+            print("\n".join([*result.lines, *(result.detail if args.verbose else [])]),
+                  file=sys.stdout if result.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else sys.stderr)
+        codes.append(result.code)
+    return most_serious(codes)
+
+
+def install(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary install DEPLOYMENT --every 6h`")
+    try:
+        calendar, delay_s = every_to_calendar(args.every)
+    except ValueError as exc:
+        raise InputError(f"--every: {exc}") from None
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+    metrics = textfile_dir(args)
+    inventory = str(Path(inventory_path(args)).resolve())
+    paths = Paths(python=sys.executable, inventory=inventory, protect_home=protect_home_for(sys.executable, inventory),
+                  state_dir=str(site.state_dir.resolve()), textfile_dir=str(metrics) if metrics else None,
+                  unit_dir=str(site.endpoint.unit_dir), runtime_unit_dir=str(site.endpoint.runtime_dir),
+                  backup_dir=str(site.endpoint.backup_dir) if site.endpoint.backup_dir else None)
+    written = asyncio.run(install_units(site, paths, calendar, delay_s))
+    if args.verbose:
+        print("\n".join(f"wrote {w}" for w in written[:-1]))
+    print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
+          f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
+
+
+def textfile_dir(args: argparse.Namespace) -> Path | None:
+    explicit = args.textfile_dir or os.environ.get("DEPLOYCTL_TEXTFILE_DIR")
+    if explicit:
+        return Path(explicit)
+    return textfile.DEFAULT_TEXTFILE_DIR if textfile.DEFAULT_TEXTFILE_DIR.is_dir() else None
+
+
+def run_one(site: Site, metrics_dir: Path | None) -> Run:
+    out = Run(site.name)
+    try:
+        with locked(site, NAME) as lock:
+            asyncio.run(_canary(site, lock, out))
+    except Busy as exc:
+        out.code = ExitCode.BUSY
+        out.lines.append(f"{site.name}: busy, nothing done: {exc.message}")
+    except DeployctlError as exc:
+        out.code = exc.exit_code
+        out.lines.append(f"{site.name}: error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+    _report(site, out, metrics_dir)
+    return out
+
+
+async def _canary(site: Site, lock: DeploymentLock, out: Run) -> None:
+    with Ledger.open(site.state_dir) as ledger:
+        async with live_adapters(site, None) as adapters:
+            out.detail += await recover_first(ledger, site, adapters, NAME)
+            live_id = adopt_installed(ledger, site)
+            if live_id is None:
+                raise InputError(f"{site.unit} is not installed: there is no live release to watch",
+                                 hint=f"install the baseline first: `deployctl restart {site.name} --profile baseline`")
+            report = await watch(ledger, site, adapters, ledger.get(live_id))
+        out.watch = report
+        _watch_lines(site, report, out)
+        canary = site.policy.canary
+        candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
+        decision = decide_try(canary.profile, candidate, report.release.unit_hash, report.sglang_version,
+                              judged_promotes(ledger, site.name), window=canary.window, now=datetime.now())
+    out.detail.append(f"{site.name}: {decision.reason}")
+    if not decision.attempt:
+        return
+    assert canary.profile is not None
+    outcome = await promote(site, canary.profile, lock)
+    out.promote = outcome
+    code = ExitCode.CANARY_PROMOTED if outcome.exit_code == ExitCode.OK else outcome.exit_code
+    out.code = most_serious([out.code, code])
+    out.lines.append(f"{site.name}: candidate {canary.profile}: {outcome.state.result.value if outcome.state.result else '?'}"
+                     f" (release {outcome.release_id})")
+    out.lines += [f"  {r}" for r in outcome.state.reasons]
+
+
+def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
+    r = report.release
+    head = f"{site.name}: live release {r.id} ({r.profile or '?'}): {report.health.value}"
+    if report.health is Health.DEGRADED:
+        out.code = ExitCode.CANARY_DEGRADED
+        out.lines.append(head)
+        out.lines += [f"  {reason}" for reason in report.reasons]
+    else:
+        out.detail.append(head)
+        out.detail += [f"  {reason}" for reason in report.reasons]
+    out.detail.append(f"  compared with {report.reference_from}")
+    if report.result is not None:
+        rows = [f"  {line}" for line in table_lines(_rows(report))]
+        (out.lines if report.health is Health.DEGRADED else out.detail).extend(rows)
+
+
+def _rows(report: WatchReport) -> list[LevelRow]:
+    """Reference against now, per level, as the promote's table shows baseline against candidate."""
+    assert report.result is not None
+    now = level_means(report.result, "output_tok_s")
+    ref = level_means(report.reference, "output_tok_s") if report.reference else {}
+    judged = {lv.concurrency: lv for lv in report.verdict.verdict.levels} if report.verdict and report.verdict.verdict else {}
+    return [LevelRow(c, ref.get(c), v, _change_pct(judged.get(c)), judged[c].state.value if c in judged else "-")
+            for c, v in sorted(now.items())]
+
+
+def _change_pct(level: LevelVerdict | None) -> float | None:
+    intervals = [c.interval for c in level.checks if c.interval is not None] if level else []
+    return 100.0 * intervals[0].change if intervals else None
+
+
+def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
+    """Journal, metrics, webhook: each best-effort after the run, never changing its outcome."""
+    release = out.watch.release if out.watch else None
+    summary = "; ".join(line.strip() for line in out.lines[:4]) or f"{site.name}: {out.verdict}"
+    journal_send.send(summary, priority="info" if out.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else "warning",
+                      fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
+                              "DEPLOYCTL_RELEASE": str(release.id) if release else "",
+                              "DEPLOYCTL_EXIT_CODE": str(out.code)})
+    if metrics_dir is not None:
+        try:
+            textfile.write(metrics_dir, _metrics(site, out))
+        except DeployctlError as exc:
+            out.lines.append(f"{site.name}: {exc.message}")
+    hook = site.policy.canary.webhook
+    if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
+        payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
+                   "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
+                   "host": site.host, "lines": out.lines,
+                   "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
+        try:
+            secret = webhook.read_secret(hook.secret_file)
+        except OSError as exc:
+            out.lines.append(f"{site.name}: webhook not sent: cannot read its secret file: {exc.strerror}")
+            return
+        problem = webhook.post(hook.url, payload, secret=secret, attempts=hook.attempts, timeout_s=hook.timeout_s)
+        if problem:
+            out.lines.append(f"{site.name}: {problem}")
+
+
+def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
+    w = out.watch
+    tok, change = {}, {}
+    if w is not None and w.result is not None:
+        tok = level_means(w.result, "output_tok_s")
+    if w is not None and w.verdict is not None and w.verdict.verdict is not None:
+        change = {lv.concurrency: pct for lv in w.verdict.verdict.levels if (pct := _change_pct(lv)) is not None}
+    degraded, rolled_back = (0, 0)
+    try:
+        with Ledger.open(site.state_dir) as ledger:
+            degraded, rolled_back = ledger_totals(ledger, site.name)
+    except DeployctlError:
+        pass  # the run's own outcome is already recorded; the counters wait for the next run
+    live = out.promote.release_id if out.code == ExitCode.CANARY_PROMOTED and out.promote else (w.release.id if w else None)
+    return textfile.CanaryMetrics(
+        deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
+        live_unit_hash=w.release.unit_hash if w else None, tok_s=tok, change_pct=change,
+        degradations=degraded, rollbacks=rolled_back)

@@ -1,0 +1,124 @@
+"""The canary's watch of the live release, wired: health, a short sweep judged against the release's
+own measurement, the watch stored in the ledger, and the change points of the release's watch series.
+
+Every watch is a ``watch`` benchmark row of the live release plus a ``canary`` event with its verdict,
+so ``deployctl show`` and the next watch both read the same time series from the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.bench.result import BenchResult
+from deployctl.judge.verdict import judge
+from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
+from deployctl.live.runner import Adapters
+from deployctl.live.site import Site
+from deployctl.promote.canary import Judged
+from deployctl.promote.evidence import bench_key
+from deployctl.promote.records import Release
+
+WATCH = "watch"
+JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_failed")
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    release: Release
+    sglang_version: str | None
+    healthy: bool
+    verdict: WatchVerdict | None  # None when the server was not healthy (nothing measured)
+    result: BenchResult | None
+    reference: BenchResult | None
+    reference_from: str  # where the reference measurement came from, in words
+
+    @property
+    def health(self) -> Health:
+        return self.verdict.health if self.healthy and self.verdict else Health.DEGRADED
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        if not self.healthy:
+            return ("the live server does not answer /health",)
+        return self.verdict.reasons if self.verdict else ()
+
+
+async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
+    policy = site.policy
+    report = await adapters.startup.live_report(site.unit)
+    version = (report or {}).get("sglang_version")
+    if not await adapters.bench.healthy(site.url):
+        ledger.record(live.id, "canary", "note", WATCH, {"health": Health.DEGRADED.value, "healthy": False})
+        return WatchReport(live, version, False, None, None, None, "")
+    reference, reference_from = _reference(ledger, site, live, version)
+    levels = policy.canary.levels
+    if reference is not None and levels:
+        reference = replace(reference, levels=tuple(lv for lv in reference.levels if lv.concurrency in levels))
+    result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
+    for _ in range(policy.judge.max_trials - policy.judge.min_trials):
+        if reference is None:
+            break
+        verdict = judge(reference, result, policy.judge)
+        if verdict.final:
+            break
+        levels = sorted(verdict.more_trials)
+        result = adapters.bench.merge(result, await adapters.bench.sweep(site.url, levels, dict(verdict.more_trials)))
+    metric = policy.judge.metric
+    series: dict[int, list[float]] = {}
+    for stored in [*_watches(ledger, live), result]:
+        for c, v in level_means(stored, metric).items():
+            series.setdefault(c, []).append(v)
+    verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
+    ledger.save_bench(live.id, WATCH, result.to_dict(), unit_hash=live.unit_hash, bench_key=bench_key(policy),
+                      host=site.host, sglang_version=version)
+    ledger.record(live.id, "canary", "note", WATCH, _detail(verdict, reference_from))
+    return WatchReport(live, version, True, verdict, result, reference, reference_from)
+
+
+def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
+    """The release's measurement at promotion, else the newest stored baseline of its unit, else its first watch."""
+    benches = ledger.benches(live.id)
+    kept = [b for b in benches if b.role == "candidate"]
+    if kept:
+        return BenchResult.from_dict(kept[-1].result), f"its promotion (release {live.id})"
+    stored = ledger.fresh_baseline(unit_hash=live.unit_hash, bench_key=bench_key(site.policy), host=site.host,
+                                   sglang_version=version, max_age_s=float("inf"))
+    if stored is not None:
+        return BenchResult.from_dict(stored.result), f"the baseline measured for release {stored.release_id}"
+    watches = [b for b in benches if b.role == WATCH]
+    if watches:
+        return BenchResult.from_dict(watches[0].result), "its first watch"
+    return None, "none yet (this is its first measurement)"
+
+
+def _watches(ledger: Ledger, live: Release) -> list[BenchResult]:
+    return [BenchResult.from_dict(b.result) for b in ledger.benches(live.id) if b.role == WATCH]
+
+
+def _detail(verdict: WatchVerdict, reference_from: str) -> dict[str, Any]:
+    return {
+        "health": verdict.health.value, "healthy": True, "reference": reference_from,
+        "outcome": verdict.verdict.outcome.value if verdict.verdict else None, "reasons": list(verdict.reasons),
+        "change_points": [{"concurrency": s.concurrency, "index": s.point.index, "change_pct": s.point.change_pct,
+                           "pvalue": s.point.pvalue} for s in verdict.shifts],
+    }
+
+
+def judged_promotes(ledger: Ledger, deployment: str) -> list[Judged]:
+    """Finished promotes whose candidate was judged (or refused): what the canary never retries unchanged."""
+    return [
+        Judged(r.id, r.unit_hash, (r.startup or r.baseline_startup or {}).get("sglang_version"), r.result or "")
+        for r in ledger.history(deployment, limit=10_000)
+        if r.kind == "promote" and r.finished and r.result in JUDGED_RESULTS
+    ]
+
+
+def ledger_totals(ledger: Ledger, deployment: str) -> tuple[int, int]:
+    """(degraded watches, candidates rolled back) of ``deployment``, for the metrics' counters."""
+    releases = ledger.history(deployment, limit=10_000)
+    degraded = sum(1 for r in releases for e in ledger.events(r.id)
+                   if e.name == WATCH and e.detail.get("health") == Health.DEGRADED.value)
+    rolled_back = sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive"))
+    return degraded, rolled_back

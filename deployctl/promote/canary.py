@@ -1,0 +1,88 @@
+"""What a canary run may do (pure): is it inside the maintenance window, and is the pending candidate
+worth a promote — different from the live unit, and this exact unit on this SGLang version not judged yet?
+
+A rejected or inconclusive candidate is not tried again until its rendered unit (hash) or the server's
+version changes, so a timer never retries a known-bad candidate every few hours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time
+from typing import Iterable
+
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A finished promote in the ledger: which unit, on which SGLang version, and how it ended."""
+
+    release_id: int
+    unit_hash: str
+    sglang_version: str | None
+    result: str
+
+
+@dataclass(frozen=True)
+class TryDecision:
+    attempt: bool
+    reason: str
+
+
+def in_window(window: str | None, now: datetime) -> bool:
+    """``window`` as the policy writes it ("02:00-05:00", "Sat,Sun 01:00-06:00"); None is always.
+
+    A window that ends before it starts runs over midnight (it then belongs to the day it started)."""
+    if window is None:
+        return True
+    days_part, _, span = window.rpartition(" ")
+    start_s, end_s = span.split("-")
+    start, end = time.fromisoformat(start_s), time.fromisoformat(end_s)
+    days = set(days_part.split(",")) if days_part else set(DAYS)
+    t, today, yesterday = now.time(), DAYS[now.weekday()], DAYS[(now.weekday() - 1) % 7]
+    if start <= end:
+        return today in days and start <= t < end
+    return (today in days and t >= start) or (yesterday in days and t < end)
+
+
+def decide_try(profile: str | None, candidate_hash: str | None, live_hash: str | None, sglang_version: str | None,
+               judged: Iterable[Judged], *, window: str | None, now: datetime) -> TryDecision:
+    if profile is None:
+        return TryDecision(False, "no pending candidate (policy.canary.profile is not set)")
+    if candidate_hash == live_hash:
+        return TryDecision(False, f"the candidate {profile} is the live unit: nothing to try")
+    earlier = next((j for j in judged if j.unit_hash == candidate_hash and j.sglang_version == sglang_version), None)
+    if earlier is not None:
+        return TryDecision(False, f"this unit of {profile} was already tried on SGLang {sglang_version or '?'}: "
+                                  f"release {earlier.release_id}, {earlier.result}; change it to try again")
+    if not in_window(window, now):
+        return TryDecision(False, f"outside the maintenance window ({window}): watch only")
+    return TryDecision(True, f"trying {profile}: its unit differs from the live one and was not judged yet")
+
+
+_EVERY = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+
+
+def every_to_calendar(every: str) -> tuple[str, int]:
+    """``--every 6h`` as a systemd ``OnCalendar=`` (which ``Persistent=true`` needs) and a random delay.
+
+    Only periods that divide the next unit up evenly have a calendar form ("20s", "15min", "6h", "1d");
+    the random delay spreads hosts over a tenth of the period, at most 30 minutes."""
+    number = every.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = every[len(number):]
+    if not number.isdigit() or unit not in _EVERY or int(number) <= 0:
+        raise ValueError(f"cannot read the period {every!r}: use e.g. 30s, 15min, 6h, 1d")
+    n = int(number)
+    if unit == "s" and 60 % n == 0:
+        calendar = f"*:*:00/{n}"
+    elif unit == "min" and 60 % n == 0:
+        calendar = f"*:00/{n}"
+    elif unit == "h" and 24 % n == 0:
+        calendar = f"*-*-* 00/{n}:00:00"
+    elif unit == "d" and n == 1:
+        calendar = "daily"
+    else:
+        raise ValueError(f"the period {every!r} does not divide the next unit up evenly (a minute, an hour, a day); "
+                         "use e.g. 20s, 15min, 6h or 1d")
+    return calendar, min(n * _EVERY[unit] // 10, 1800)

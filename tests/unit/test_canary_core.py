@@ -1,0 +1,104 @@
+"""The canary's pure parts: change points, the watch verdict's series rule, what to try, the window."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from deployctl.bench.result import BenchResult
+from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
+from deployctl.judge.changepoint import change_points
+from deployctl.judge.watch import Health, watch_verdict
+from deployctl.promote.canary import Judged, decide_try, in_window
+
+
+def _quiet(seed: int, n: int, level: float = 1000.0, noise: float = 0.005) -> list[float]:
+    return list(level * (1 + np.random.default_rng(seed).normal(0, noise, n)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_3_pct_step_after_ten_quiet_watches_is_found_within_five(seed):
+    before = _quiet(seed, 10)
+    after = _quiet(seed + 1000, 5, level=970.0)
+    found_at = next((k for k in range(1, 6)
+                     if any(cp.index == 10 and cp.change_pct < -2 for cp in change_points(before + after[:k]))), None)
+    assert found_at is not None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_quiet_series_never_degrade_the_release(seed):
+    # A sub-percent "step" in pure noise may pass the t-test now and then; only a drop of at least
+    # change_min_pct (2 %) counts, and none that large shows up in noise this quiet.
+    assert all(abs(cp.change_pct) < 2 for cp in change_points(_quiet(seed, 15)))
+    verdict = watch_verdict(None, _empty_result(), {8: _quiet(seed, 15)}, JudgePolicy(), CanaryPolicy())
+    assert verdict.health is Health.OK
+
+
+def test_two_steps_are_both_found_in_order():
+    series = _quiet(1, 10) + _quiet(2, 10, 900.0) + _quiet(3, 10, 1000.0)
+    assert [cp.index for cp in change_points(series)] == [10, 20]
+
+
+def test_too_short_or_flat_series():
+    assert change_points([]) == [] and change_points([1.0, 2.0, 3.0]) == []
+    assert change_points([5.0] * 8) == []
+    assert [cp.index for cp in change_points([5.0] * 4 + [4.0] * 4)] == [4]
+
+
+def test_a_series_step_down_degrades_the_release_without_a_reference():
+    series = {8: _quiet(7, 10) + _quiet(8, 4, 970.0)}
+    verdict = watch_verdict(None, _empty_result(), series, JudgePolicy(), CanaryPolicy())
+    assert verdict.health is Health.DEGRADED and "C=8: a persistent step of -3." in verdict.reasons[-1]
+    up = watch_verdict(None, _empty_result(), {8: _quiet(7, 10) + _quiet(8, 4, 1030.0)}, JudgePolicy(), CanaryPolicy())
+    assert up.health is Health.OK and up.shifts  # a step up is reported, not alarming
+
+
+def _empty_result() -> BenchResult:
+    return BenchResult(url="", model="", input_tokens=1, output_tokens=1, started_at=0.0, levels=())
+
+
+NOW = datetime(2026, 12, 5, 3, 0)  # a Saturday, 03:00
+
+
+@pytest.mark.parametrize("window,inside", [
+    (None, True), ("02:00-05:00", True), ("04:00-05:00", False), ("Sat 02:00-04:00", True),
+    ("Mon,Tue 02:00-04:00", False), ("22:00-04:00", True), ("Fri 22:00-04:00", True), ("Sat 22:00-04:00", False),
+])
+def test_maintenance_window(window, inside):
+    assert in_window(window, NOW) is inside
+
+
+def test_what_to_try():
+    judged = [Judged(7, "h-rejected", "0.5.9", "rejected")]
+    args = dict(window=None, now=NOW)
+    assert not decide_try(None, None, "live", "0.5.9", judged, **args).attempt
+    assert not decide_try("c", "live", "live", "0.5.9", judged, **args).attempt
+    same = decide_try("c", "h-rejected", "live", "0.5.9", judged, **args)
+    assert not same.attempt and "release 7, rejected" in same.reason
+    assert decide_try("c", "h-rejected", "live", "0.6.0", judged, **args).attempt  # a new SGLang: judge again
+    assert decide_try("c", "h-new", "live", "0.5.9", judged, **args).attempt
+    outside = decide_try("c", "h-new", "live", "0.5.9", judged, window="04:00-05:00", now=NOW)
+    assert not outside.attempt and "watch only" in outside.reason
+
+
+def test_canary_levels_must_be_measured_levels():
+    from deployctl.inventory.policy import Policy
+
+    assert Policy.model_validate({"canary": {"levels": [16]}}).canary.levels == [16]
+    with pytest.raises(ValueError, match=r"canary.levels \[3\] are not in bench.concurrency"):
+        Policy.model_validate({"canary": {"levels": [3, 16]}})
+
+
+def test_the_most_serious_outcome_is_the_exit_code():
+    from deployctl.commands.canary import VERDICT, most_serious
+    from deployctl.errors import ExitCode
+
+    assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
+    assert most_serious([ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.OK]) == ExitCode.CANARY_DEGRADED
+    assert most_serious([ExitCode.REJECTED, ExitCode.ROLLBACK_FAILED]) == ExitCode.ROLLBACK_FAILED
+    assert most_serious([ExitCode.OK, 99]) == 99
+    codes = {ExitCode.OK, ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_PROMOTED, ExitCode.REJECTED,
+             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED}
+    assert len({VERDICT[c] for c in codes}) == len(codes)  # every outcome its own word, and its own code
