@@ -140,6 +140,25 @@ def test_promote_in_a_unit_is_followed_and_attach_shows_its_result(host: Host):
     assert again.returncode == done.returncode and again.stdout == done.stdout, again.stdout + again.stderr
 
 
+def test_ctrl_c_without_a_terminal_detaches_and_attach_follows_to_the_end(host: Host):
+    follower = host.start("promote", "neutral", "--fresh-baseline", "--in-unit")
+    try:
+        wait_for("the promote benchmarks", lambda: (last_release(host.box, host.state_dir) or {}).get("phase")
+                 in ("BASELINE", "INSTALL", "RESTART", "STARTUP", "BENCH"), 60)
+        # nsenter forks: the deployctl inside is its child, and the one to get the Ctrl-C
+        (child,) = Path(f"/proc/{follower.pid}/task/{follower.pid}/children").read_text().split()
+        os.kill(int(child), signal.SIGINT)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == ExitCode.DETACHED, out + err
+    assert f"detached: {OPERATION_UNIT} goes on; `deployctl attach {DEP}`" in err
+    attached = host("attach", DEP)  # from its first line, following it to the end
+    release = last_release(host.box, host.state_dir)
+    assert release["finished_at"] and attached.returncode == Result(release["result"]).exit_code, attached.stderr
+    assert "PLAN" in attached.stderr and "judge" in attached.stdout.lower()
+
+
 def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox, tmp_path: Path):
     bound = 25
     host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=bound), tmp_path / "state")
