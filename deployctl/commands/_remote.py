@@ -1,7 +1,7 @@
 """``deployctl -H [USER@]HOST[:PORT] VERB …``: run the verb on the host over the system ssh.
 
 One connection checks the host's deployctl version and copies the laptop's inventory into a private
-temporary file there; a second runs the verb with that inventory (long verbs in a transient unit, so a
+temporary directory there; a second runs the verb with that inventory (long verbs in a transient unit, so a
 dropped connection does not stop them) and streams its output and exit code. The ledger on the host
 records the inventory's sha256 (computed there) and where it came from (laptop path, git commit). Not a verb (no ``NAME``).
 """
@@ -77,7 +77,10 @@ def _probe(target: Target, base: list[str], inventory: bytes | None, options: Se
     """Check the host's deployctl version; upload the inventory. Its path on the host (None without one)."""
     script = shlex.join([*base, "--version"])
     if inventory is not None:
-        script += ' && umask 077 && f=$(mktemp /tmp/deployctl-inventory.XXXXXX) && cat >"$f" && echo "$f"'
+        # A private directory, not a file in /tmp: templates are looked up next to the inventory, and
+        # another user of the host must not be able to put one there.
+        script += (' && umask 077 && d=$(mktemp -d /tmp/deployctl-inventory.XXXXXX)'
+                   ' && cat >"$d/inventory.yaml" && echo "$d/inventory.yaml"')
     done = capture(ssh_argv(target, script, tty=False, batch=batch, options=options), inventory or b"")
     err = done.stderr.decode(errors="replace")
     if done.returncode == SSH_FAILED:
