@@ -1,34 +1,65 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete's hook looks for this line in the entry point's module)
 """The ``deployctl`` command line: parse, dispatch to one verb module, apply the one error policy.
 
 Each module in ``deployctl.commands`` is a verb. It defines ``NAME``, ``HELP`` (one line),
 ``DESCRIPTION`` (the ``--help`` text, with an example), ``add_arguments(parser)`` and
 ``run(args) -> int``. Adding a verb is adding a module; nothing here changes.
+
+The global options (``deployctl.commands.options``) are accepted before and after the verb. An expected
+failure is ``error: …`` + ``hint: …`` on stderr, or with ``--json`` one JSON object on stdout
+(``{"error", "hint", "exit_code"}``); only a bug prints a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import json
 import logging
 import os
 import pkgutil
+import shlex
 import sys
 import traceback
 from types import ModuleType
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from deployctl import __version__, commands
-from deployctl.errors import DeployctlError, ExitCode
+from deployctl.commands.options import add_global_options, finish_arguments
+from deployctl.errors import DeployctlError, ExitCode, UsageError, exit_code_of, exit_codes_text
 
 log = logging.getLogger("deployctl")
 
+<<<<<<< HEAD
 EPILOG = """\
 exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy ·
             10 candidate rejected and rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed (manual action needed) · 130 interrupted
             30 detached (goes on in its unit) · 31 operation killed without a result ·
             32 host unreachable · 33 SSH login refused · 34 incompatible or missing deployctl on the host
+=======
+DESCRIPTION = "Promote a new SGLang configuration under systemd; keep it only if the evidence says so."
+EPILOG = f"""\
+The deployment is named with -d/--deployment in every verb that takes one; where no other argument
+is in the way, the first positional argument is accepted as an alias (`deployctl status glm5`).
+Global options (-i, --state-dir, -v, --json, --no-color) go before or after the verb.
+
+exit codes:
+{exit_codes_text()}
+>>>>>>> main
 """
+VERB_EPILOG = f"""\
+exit codes (all verbs):
+{exit_codes_text()}
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so a bad command line follows the one error policy."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, hint=self.format_usage().strip())
 
 
 def _verbs(only: str | None = None) -> list[ModuleType]:
@@ -48,33 +79,48 @@ def _verbs(only: str | None = None) -> list[ModuleType]:
     return sorted(found, key=lambda m: m.NAME)
 
 
+_VALUED = {"-i", "--inventory", "--state-dir"}  # global options that take a value
+
+
 def _requested_verb(argv: Sequence[str]) -> str | None:
-    return next((arg for arg in argv if not arg.startswith("-")), None)
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="deployctl",
-        description="Promote a new SGLang configuration under systemd; keep it only if the evidence says so.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """The whole parser (every verb when ``argv`` names none): also what the man page is made from."""
+    parser = Parser(prog="deployctl", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
+<<<<<<< HEAD
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     parser.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
                         help="run the verb on that host over ssh, with this inventory (see README: from a laptop)")
     parser.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
     parser.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # set by -H for the host's ledger
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+=======
+    add_global_options(parser, in_verb=False)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
+>>>>>>> main
     for module in _verbs(_requested_verb(argv)):
         verb = sub.add_parser(
             module.NAME,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
+            epilog=VERB_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(verb)
-        verb.set_defaults(_run=module.run)
+        add_global_options(verb, in_verb=True)
+        verb.set_defaults(_run=module.run, _usage=verb.format_usage().strip())
     return parser
 
 
@@ -83,8 +129,28 @@ def _configure_logging(verbosity: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Shell completion (argcomplete): a no-op unless the shell's completion hook called us."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
+
+
+def _completion_argv(argv: list[str]) -> list[str]:
+    """Under completion the words are in COMP_LINE, not argv: they pick the verb to load."""
+    if "_ARGCOMPLETE" in os.environ:
+        try:
+            return shlex.split(os.environ.get("COMP_LINE", ""))[1:]
+        except ValueError:
+            return []
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+<<<<<<< HEAD
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
@@ -106,23 +172,84 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
 
             return run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
         return int(args._run(args))
+=======
+    as_json = "--json" in argv
+    try:
+        parser = build_parser(_completion_argv(argv))
+        _complete(parser)
+        try:
+            args, unknown = parser.parse_known_args(argv)
+        except SystemExit as exc:  # --help, --version: argparse printed them
+            _flush_stdout()
+            return int(exc.code or 0)
+        if unknown:  # the verb's usage, not the top parser's
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}", hint=args._usage)
+        as_json = bool(args.json)
+        _configure_logging(args.verbose)
+        if args.no_color:
+            os.environ["NO_COLOR"] = "1"  # rich and use_colour() both honour it
+        finish_arguments(args)
+        code = int(args._run(args))
+        _flush_stdout()
+        return code
+>>>>>>> main
     except DeployctlError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(exc.message, exc.hint, exit_code_of(exc), as_json and not exc.after_result)
     except BrokenPipeError:
+<<<<<<< HEAD
         # `deployctl history | head` closed our stdout: not an error. Point stdout at devnull so the
         # interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+=======
+        # `deployctl history | head` closed our stdout: not an error of ours.
+        _silence_stdout()
+>>>>>>> main
         return ExitCode.OK
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            return _bug(as_json)
+        # A full disk (stdout redirected to it, or the state directory) is the environment, not a bug.
+        _silence_stdout()
+        print(f"error: no space left on the device: {exc}", file=sys.stderr)
+        return ExitCode.ENVIRONMENT
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return _fail("interrupted", None, ExitCode.INTERRUPTED, as_json)
     except Exception:  # the bug path: keep the traceback for the report
-        print("deployctl hit a bug; please report it with this traceback:", file=sys.stderr)
-        traceback.print_exc()
-        return ExitCode.BUG
+        return _bug(as_json)
+
+
+def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
+    try:
+        if as_json:
+            print(json.dumps({"error": message, "hint": hint, "exit_code": code}, indent=2), flush=True)
+        else:
+            print(f"error: {message}", file=sys.stderr)
+            if hint:
+                print(f"hint: {hint}", file=sys.stderr)
+    except OSError:  # stdout closed or full: the exit code still says it
+        _silence_stdout()
+    return code
+
+
+def _bug(as_json: bool) -> int:
+    print("deployctl hit a bug; please report it with this traceback:", file=sys.stderr)
+    traceback.print_exc()
+    if as_json:
+        _fail("deployctl hit a bug (traceback on stderr)", "please report it with the traceback", ExitCode.BUG, True)
+    return ExitCode.BUG
+
+
+def _flush_stdout() -> None:
+    sys.stdout.flush()  # inside the error policy: EPIPE/ENOSPC on the last write is handled, not a traceback
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

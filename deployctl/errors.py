@@ -3,16 +3,21 @@
 Every adapter translates its library's errors into one of these at its boundary, so the CLI's single
 error policy (``deployctl.cli``) is the only place that turns an exception into an exit code.
 
-    DeployctlError                exit 1 unless a subclass says otherwise
+    DeployctlError                exit 1 unless a subclass says otherwise (or the environment caused it)
     ├── InputError                2  bad inventory, bad flags, missing file
+    │   └── UsageError            2  the command line itself (argparse)
     ├── PreflightRefused          3  a pre-flight check found an ERROR
     ├── Busy                      4  another operation holds the deployment's lock
-    ├── SystemdError              1  D-Bus / unit-file trouble
+    ├── EnvironmentUnfit          5  not root, no system bus, server unreachable, a tool missing, stdout full
+    ├── SystemdError              6  systemd refused or failed the operation
     │   ├── UnitNotFound
     │   ├── BadUnitSetting
-    │   ├── AccessDenied
-    │   └── JobFailed
+    │   ├── AccessDenied          5  (polkit/root: the environment, not the request)
+    │   └── JobFailed             6  the unit's job failed or the server never became ready
     └── RollbackFailed            12 the known-good unit could not be brought back
+
+A ``DeployctlError`` at exit 1 that an ``OSError`` caused (permission denied, connection refused, a
+missing executable) is the environment's doing, not a bug: :func:`exit_code_of` gives it 5.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ class ExitCode:
     BAD_INPUT = 2
     PREFLIGHT_REFUSED = 3
     BUSY = 4
+    ENVIRONMENT = 5
+    FAILED = 6
     REJECTED = 10
     INCONCLUSIVE = 11
     ROLLBACK_FAILED = 12
@@ -40,10 +47,35 @@ class ExitCode:
     REMOTE_INCOMPATIBLE = 34  # the host's deployctl is missing or of another version
 
 
+# One line per code, in the order --help, the README and the man page list them.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (ExitCode.OK, "done (for promote: kept, or nothing to change)"),
+    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it)"),
+    (ExitCode.BAD_INPUT, "bad input: command line, inventory, policy, file, state directory"),
+    (ExitCode.PREFLIGHT_REFUSED, "refused by pre-flight checks"),
+    (ExitCode.BUSY, "busy: another operation holds the deployment's lock"),
+    (ExitCode.ENVIRONMENT, "environment not fit: not root, no system bus, server unreachable, tool missing"),
+    (ExitCode.FAILED, "systemd refused or failed the operation (job failed, server not ready)"),
+    (ExitCode.REJECTED, "candidate rejected and rolled back"),
+    (ExitCode.INCONCLUSIVE, "inconclusive: the baseline is kept"),
+    (ExitCode.ROLLBACK_FAILED, "rollback failed: manual action needed"),
+    (ExitCode.CANARY_DEGRADED, "canary: the live release is degraded"),
+    (ExitCode.CANARY_PROMOTED, "canary: the pending candidate was tried and kept"),
+    (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, deployctl abort)"),
+)
+
+
+def exit_codes_text(indent: str = "  ") -> str:
+    return "\n".join(f"{indent}{code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+
+
 class DeployctlError(Exception):
     """An expected failure: printed as ``error: message`` (+ ``hint: …``), never with a traceback."""
 
     exit_code: int = ExitCode.BUG
+    # The verb printed its result first (a JSON report that says why): under --json the error then goes
+    # to stderr, so stdout stays one JSON document.
+    after_result: bool = False
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -58,6 +90,10 @@ class InputError(DeployctlError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class UsageError(InputError):
+    """The command line does not parse; the hint is the verb's usage line."""
+
+
 class PreflightRefused(DeployctlError):
     exit_code = ExitCode.PREFLIGHT_REFUSED
 
@@ -66,8 +102,12 @@ class Busy(DeployctlError):
     exit_code = ExitCode.BUSY
 
 
+class EnvironmentUnfit(DeployctlError):
+    exit_code = ExitCode.ENVIRONMENT
+
+
 class SystemdError(DeployctlError):
-    pass
+    exit_code = ExitCode.FAILED
 
 
 class UnitNotFound(SystemdError):
@@ -79,7 +119,7 @@ class BadUnitSetting(SystemdError):
 
 
 class AccessDenied(SystemdError):
-    pass
+    exit_code = ExitCode.ENVIRONMENT
 
 
 class JobFailed(SystemdError):
@@ -92,9 +132,30 @@ class RollbackFailed(DeployctlError):
     exit_code = ExitCode.ROLLBACK_FAILED
 
 
+<<<<<<< HEAD
 class RemoteError(DeployctlError):
     """``deployctl -H``: the host could not be reached, refused us, or runs another deployctl."""
 
     def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.exit_code = exit_code
+=======
+def _environmental(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (PermissionError, FileNotFoundError, ConnectionError, TimeoutError)):
+            return True
+        if isinstance(cause, OSError) and type(cause) is OSError:  # e.g. ENOSPC, ENOTCONN, EACCES raw
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def exit_code_of(exc: DeployctlError) -> int:
+    """The exit code of an expected failure: its class's, except that exit 1 caused by the OS is 5."""
+    if exc.exit_code in (ExitCode.BUG, ExitCode.FAILED) and _environmental(exc):
+        return ExitCode.ENVIRONMENT
+    return exc.exit_code
+>>>>>>> main

@@ -25,7 +25,7 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from deployctl.errors import DeployctlError, InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
@@ -314,6 +314,33 @@ class Ledger:
             (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s),
         ).fetchone()
         return _bench(row) if row else None
+
+    def baseline_before(self, *, unit_hash: str, bench_key: str, before: float) -> StoredBench | None:
+        """The newest baseline measurement of this unit and sweep taken before ``before``: the one a release
+        that reused a fresh baseline was judged against (reuse saves no row of its own)."""
+        row = self._db.execute(
+            "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND at<=?"
+            " ORDER BY at DESC LIMIT 1",
+            (unit_hash, bench_key, before),
+        ).fetchone()
+        return _bench(row) if row else None
+
+    def aa_benches(
+        self, *, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int], limit: int = 20
+    ) -> list[StoredBench]:
+        """The newest measurements of unchanged live releases (baselines, verifications) of this deployment
+        on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise`` learns from.
+        ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, so
+        the baseline in front of the judge is never counted twice."""
+        # NOT IN () is not SQL, and NOT IN (NULL) matches nothing: -1 is no release's id.
+        marks = ",".join("?" * len(exclude_releases)) or "-1"
+        rows = self._db.execute(
+            "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
+            " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
+            f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
+            (deployment, host, bench_key, *exclude_releases, limit),
+        ).fetchall()
+        return [_bench(r) for r in reversed(rows)]
 
 
 def _release(row: sqlite3.Row) -> Release:

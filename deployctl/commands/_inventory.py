@@ -1,4 +1,5 @@
-"""What verbs share: where the inventory comes from, and plain output for terminals and cron mail."""
+"""What verbs share: the inventory the options point at, the deployment named, and plain output for
+terminals and cron mail."""
 
 from __future__ import annotations
 
@@ -7,26 +8,25 @@ import os
 import sys
 from typing import TextIO
 
+from deployctl.commands.options import inventory_path
+from deployctl.errors import InputError
 from deployctl.inventory.model import Inventory, load_inventory
 
-DEFAULT_INVENTORY = "/etc/deployctl/inventory.yaml"
-INVENTORY_ENV = "DEPLOYCTL_INVENTORY"
-
-
-def add_inventory_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-i", "--inventory", metavar="FILE", default=None,
-        help=f"inventory YAML (default: ${INVENTORY_ENV}, else {DEFAULT_INVENTORY})",
-    )
-
-
-def inventory_path(args: argparse.Namespace) -> str:
-    """-i/--inventory, then $DEPLOYCTL_INVENTORY, then /etc/deployctl/inventory.yaml."""
-    return getattr(args, "inventory", None) or os.environ.get(INVENTORY_ENV) or DEFAULT_INVENTORY
+__all__ = ["deployment_name", "inventory_path", "load_inventory_from_args", "use_colour"]
 
 
 def load_inventory_from_args(args: argparse.Namespace) -> Inventory:
     return load_inventory(inventory_path(args))
+
+
+def deployment_name(inv: Inventory, args: argparse.Namespace) -> str:
+    """The deployment named with -d (or its positional alias), else the inventory's only one."""
+    if args.deployment:
+        return str(inv.deployment(args.deployment).name)
+    if len(inv.deployments) != 1:
+        known = ", ".join(inv.deployments) or "none"
+        raise InputError(f"the inventory has {len(inv.deployments)} deployments: say which with -d ({known})")
+    return next(iter(inv.deployments))
 
 
 def use_colour(stream: TextIO | None = None) -> bool:

@@ -23,11 +23,9 @@ from deployctl.adapters.ledger import (
 )
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import unit_sha256
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
-from deployctl.errors import Busy
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.options import DEPLOYMENT_HELP, add_deployment
+from deployctl.errors import Busy, InputError
 from deployctl.inventory.policy import Policy
 from deployctl.live.bindings import live_adapters
 from deployctl.live.recovery import recover, recovery_plan
@@ -38,23 +36,21 @@ from deployctl.promote.records import Release
 from deployctl.promote.report import live_release_line
 
 
-def add_state_dir_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-dir", metavar="DIR", default=None,
-        help="where the ledger and locks live (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)",
-    )
-
-
-def add_site_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-d", "--deployment", metavar="NAME", default=None,
-                        help="the deployment (optional when the inventory has only one)")
-    add_inventory_argument(parser)
-    add_state_dir_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True, help: str = DEPLOYMENT_HELP) -> None:
+    add_deployment(parser, alias=alias, help=help)
 
 
 def state_dir(args: argparse.Namespace) -> Path:
     return resolve_state_dir(getattr(args, "state_dir", None), os.environ)
+
+
+def existing_state_dir(args: argparse.Namespace) -> Path:
+    """The state directory of a read-only verb: one that does not exist is said, never created."""
+    path = state_dir(args)
+    if not path.is_dir():
+        raise InputError(f"the state directory {path} does not exist: deployctl has recorded nothing here",
+                         hint="pass --state-dir DIR (or $DEPLOYCTL_STATE_DIR) where deployctl keeps its ledger")
+    return path
 
 
 def site_from_args(args: argparse.Namespace) -> Site:

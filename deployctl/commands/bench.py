@@ -13,10 +13,8 @@ from typing import Callable, TextIO
 
 from deployctl.bench.result import BenchResult
 from deployctl.bench.table import render_table
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import deployment_name, load_inventory_from_args
+from deployctl.commands.options import add_deployment
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import BenchPolicy
 from deployctl.live.sweep import Progress, run_sweep
@@ -31,21 +29,22 @@ ITL percentiles. A trial the judge must not use (too many failures, concurrency 
 server, the load client itself saturated, Ctrl-C) is marked invalid with the reason.
 
 Defaults come from the deployment's policy (bench: concurrency, input/output tokens, requests per level
-= max(4, 2 x C), warm-up). The JSON (--json) is the judge's input; its format is in docs/bench.md.
+= max(4, 2 x C), warm-up). The JSON (--json on stdout, -o FILE to a file) is the judge's input; its format is in docs/bench.md.
 Ctrl-C stops the sweep, and what was measured is still printed and written.
 
 examples:
-  deployctl bench qwen35 --json /tmp/baseline.json
+  deployctl bench -d qwen35 -o /tmp/baseline.json
+  deployctl bench qwen35 -o /tmp/baseline.json          # the positional alias of -d qwen35
   deployctl bench --url http://127.0.0.1:30000 --concurrency 1,4,16 --input-tokens 1000 --output-tokens 1000
-  deployctl bench glm5 --concurrency 64 --trials 3 --json -        # JSON on stdout, table on stderr
+  deployctl bench -d glm5 --concurrency 64 --trials 3 --json      # JSON on stdout, table on stderr
+  deployctl bench glm5 --trials 3 --html sweep.html --format markdown
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("deployment", nargs="?", help="deployment name from the inventory (port → URL)")
-    target.add_argument("--url", help="server base URL instead of a deployment, e.g. http://127.0.0.1:30000")
-    add_inventory_argument(parser)
+    add_deployment(parser, help="deployment from the inventory (its host and port give the URL; optional when "
+                                "the inventory has only one)")
+    parser.add_argument("--url", help="server base URL instead of a deployment, e.g. http://127.0.0.1:30000")
     parser.add_argument("--concurrency", "-c", type=_int_list, metavar="C,C,…", help="levels (default: policy)")
     parser.add_argument("--input-tokens", type=_positive, metavar="N", help="prompt length in tokens")
     parser.add_argument("--output-tokens", type=_positive, metavar="N", help="generated tokens per request")
@@ -59,25 +58,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=_positive, metavar="V",
                         help="token ids are drawn below this (default: what the server reports, else 32000)")
     parser.add_argument("--seed", type=int, help="prompt seed (default: random)")
-    parser.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="also write the result as JSON to FILE")
+    parser.add_argument("--html", metavar="FILE", help="also write the sweep's charts as one self-contained HTML file")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="markdown: print the table as GitHub-flavoured markdown")
 
 
 def run(args: argparse.Namespace) -> int:
     target = _resolve(args)
     policy = _policy(target.policy, args)
-    to_stdout = args.json == "-"
-    out = sys.stderr if to_stdout else sys.stdout
+    out = sys.stderr if args.json else sys.stdout
     result, stopped = asyncio.run(_measure(target, policy, args, out))
-    print(render_table(result), file=out)
+    if args.format == "markdown":
+        from deployctl.reporting.markdown import sweep_markdown
+
+        print(sweep_markdown(result), file=out)
+    else:
+        print(render_table(result), file=out)
     _print_extras(result, out)
+    text = json.dumps(result.to_dict(), indent=1)
+    if args.output:
+        try:
+            Path(args.output).write_text(text + "\n")
+        except OSError as exc:
+            raise InputError(f"cannot write {args.output}: {exc.strerror}") from exc
+        print(f"wrote {args.output}", file=out)
+    if args.html:
+        _write_html(result, target, args.html, out)
     if args.json:
-        text = json.dumps(result.to_dict(), indent=1)
-        if to_stdout:
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n")
-            print(f"wrote {args.json}", file=out)
+        print(text)
     return ExitCode.INTERRUPTED if stopped else ExitCode.OK
+
+
+def _write_html(result: BenchResult, target: "_Target", path: str, out: TextIO) -> None:
+    from deployctl.reporting.page import bench_page
+    from deployctl.reporting.story import bench_story
+
+    html = bench_page(bench_story(result), f"Benchmark of {target.url}")
+    try:
+        Path(path).write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}", hint="choose another path with --html FILE") from None
+    print(f"wrote {path}", file=out)
 
 
 @dataclass(frozen=True)
@@ -90,11 +112,13 @@ class _Target:
 
 def _resolve(args: argparse.Namespace) -> _Target:
     if args.url:
+        if args.deployment:
+            raise InputError("give either a deployment or --url, not both")
         return _Target(args.url.rstrip("/"), BenchPolicy())
     from deployctl.inventory.model import deployment_policy
 
     inv = load_inventory_from_args(args)
-    dep = inv.deployment(args.deployment)
+    dep = inv.deployment(deployment_name(inv, args))
     host = inv.host_of(dep)
     address = "127.0.0.1" if host.address in ("localhost", "127.0.0.1", "::1") else host.address
     preset = inv.models.get(dep.model)

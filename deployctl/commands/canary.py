@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -14,16 +15,16 @@ from pathlib import Path
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._inventory import add_inventory_argument, inventory_path, load_inventory_from_args
+from deployctl.commands._inventory import inventory_path, load_inventory_from_args
 from deployctl.commands._release_verbs import (
-    add_state_dir_argument,
     adopt_installed,
     locked,
     recover_first,
     state_dir,
 )
+from deployctl.commands.options import add_deployment
 from deployctl.commands.promote import promote
-from deployctl.errors import Busy, DeployctlError, ExitCode, InputError
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
@@ -78,10 +79,9 @@ def most_serious(codes: list[int]) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
-                        help="the deployment (or --all); `install DEPLOYMENT` writes and enables its timer")
+                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer")
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
-    add_inventory_argument(parser)
-    add_state_dir_argument(parser)
+    add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
@@ -99,28 +99,41 @@ class Run:
     detail: list[str] = field(default_factory=list)  # for -v
     watch: WatchReport | None = None
     promote: PromoteOutcome | None = None
+    error: DeployctlError | None = None  # what stopped it, when something did
 
     @property
     def verdict(self) -> str:
         return VERDICT.get(self.code, "error")
 
 
+def _targets(args: argparse.Namespace) -> list[str]:
+    """The positional words, with -d DEPLOYMENT as the last one (`canary -d glm5`, `canary install -d glm5`)."""
+    return [*args.target, *([args.deployment] if args.deployment else [])]
+
+
 def run(args: argparse.Namespace) -> int:
+    args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
     names = list(inv.deployments) if args.all else args.target
-    codes = []
+    runs = []
     for name in names:
         site = make_site(inv, name, state_dir(args))
         result = run_one(site, textfile_dir(args))
-        if result.code != ExitCode.OK or args.verbose:
+        if result.error is not None and not args.all:
+            raise result.error  # one deployment: the CLI's error policy says it (and as JSON under --json)
+        if not args.json and (result.code != ExitCode.OK or args.verbose):
             print("\n".join([*result.lines, *(result.detail if args.verbose else [])]),
                   file=sys.stdout if result.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else sys.stderr)
-        codes.append(result.code)
-    return most_serious(codes)
+        runs.append(result)
+    if args.json:
+        print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
+                                    "release": r.watch.release.id if r.watch else None,
+                                    "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
+    return most_serious([r.code for r in runs])
 
 
 def install(args: argparse.Namespace) -> int:
@@ -161,7 +174,8 @@ def run_one(site: Site, metrics_dir: Path | None) -> Run:
         out.code = ExitCode.BUSY
         out.lines.append(f"{site.name}: busy, nothing done: {exc.message}")
     except DeployctlError as exc:
-        out.code = exc.exit_code
+        out.code = exit_code_of(exc)
+        out.error = exc
         out.lines.append(f"{site.name}: error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
     _report(site, out, metrics_dir)
     return out

@@ -6,10 +6,8 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import deployment_name, load_inventory_from_args
+from deployctl.commands.options import add_deployment, add_profile
 from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
 
@@ -29,18 +27,16 @@ PREFLIGHT phase does:
 ERROR refuses (exit 3). WARN refuses too unless --force. INFO never does.
 
 examples:
-  deployctl check glm5 --profile candidate -i inventory/example.yaml
-  deployctl check glm5 --profile candidate --force     # proceed past warnings (never past errors)
-  deployctl check qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
+  deployctl check -d glm5 --profile candidate -i inventory/example.yaml
+  deployctl check -d glm5 --profile candidate --force     # proceed past warnings (never past errors)
+  deployctl check -d qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT")
-    parser.add_argument("--profile", "-p", default="candidate", metavar="P", help="profile (default: candidate)")
+    add_deployment(parser)
+    add_profile(parser, default="candidate", help="profile (default: candidate)")
     parser.add_argument("--force", action="store_true", help="do not refuse on warnings (errors still refuse)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_inventory_argument(parser)
 
 
 def format_report(report: PreflightReport) -> str:
@@ -57,6 +53,7 @@ def format_report(report: PreflightReport) -> str:
 
 def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
+    args.deployment = deployment_name(inv, args)
     report = run_preflight(inv, args.deployment, args.profile, default_python=sys.executable)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -64,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
         print(format_report(report))
     if report.refuses(args.force):
         if report.errors:
-            raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
-                                   hint="fix the errors above; --force only proceeds past warnings")
-        raise PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
-                               f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
+                                       hint="fix the errors above; --force only proceeds past warnings")
+        else:
+            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
+                                       f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+        refused.after_result = True
+        raise refused
     return 0

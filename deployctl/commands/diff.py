@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-    use_colour,
-)
+from deployctl.commands._inventory import deployment_name, load_inventory_from_args, use_colour
+from deployctl.commands.options import add_deployment, complete_profiles, shift_deployment
+from deployctl.commands.output import emit_json
 from deployctl.inventory.model import resolve_profile
 from deployctl.units.profilediff import diff_profiles, format_profile_diff
 from deployctl.units.render import render_unit
@@ -18,40 +17,52 @@ from deployctl.units.render import render_unit
 NAME = "diff"
 HELP = "show the flags and environment that differ between two profiles"
 DESCRIPTION = """\
-Compare profile A with profile B of DEPLOYMENT after inheritance: flags added (+), removed (-) and
+Compare profile A with profile B of DEPLOYMENT (-d, or the first of three positional arguments) after inheritance: flags added (+), removed (-) and
 changed (~), then the environment. --unit shows a unified diff of the two rendered units instead.
 
 examples:
-  deployctl diff glm5 baseline candidate -i inventory/example.yaml
+  deployctl diff -d glm5 baseline candidate -i inventory/example.yaml
       glm5: baseline -> candidate
       flags:
         + --enable-flashinfer-allreduce-fusion
-  deployctl diff qwen35 baseline candidate --unit
+  deployctl diff qwen35 baseline candidate --unit      # the positional alias of -d qwen35
 """
 
 _COLOURS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT")
-    parser.add_argument("a", metavar="A", help="the profile to compare from (e.g. baseline)")
-    parser.add_argument("b", metavar="B", help="the profile to compare to (e.g. candidate)")
+    add_deployment(parser, alias=False, help="the deployment (optional when the inventory has only one; "
+                                             "also accepted as the first of three positional arguments)")
+    for name, text in (("a", "the profile to compare from (e.g. baseline)"),
+                       ("b", "the profile to compare to (e.g. candidate)")):
+        parser.add_argument(name, metavar=name.upper(), help=text).completer = complete_profiles  # type: ignore[attr-defined]
+    parser.add_argument("third", nargs="?", help=argparse.SUPPRESS)  # `diff D A B`: the alias of -d D
     parser.add_argument("--unit", action="store_true", help="unified diff of the rendered unit files")
-    add_inventory_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    shift_deployment(args, ("a", "b"), "third")
     inv = load_inventory_from_args(args)
+    name = deployment_name(inv, args)
     if args.unit:
-        a = render_unit(inv, args.deployment, args.a, default_python=sys.executable)
-        b = render_unit(inv, args.deployment, args.b, default_python=sys.executable)
+        a = render_unit(inv, name, args.a, default_python=sys.executable)
+        b = render_unit(inv, name, args.b, default_python=sys.executable)
         lines = list(difflib.unified_diff(
             a.text.splitlines(), b.text.splitlines(),
             fromfile=f"{a.name} ({args.a})", tofile=f"{b.name} ({args.b})", lineterm="",
         ))
+        if args.json:
+            emit_json({"deployment": name, "a": args.a, "b": args.b, "same": not lines, "unified_diff": lines})
+            return 0
+        lines = lines or [f"{name}: {args.a} -> {args.b}: no differences"]
     else:
-        diff = diff_profiles(resolve_profile(inv, args.deployment, args.a), resolve_profile(inv, args.deployment, args.b))
-        lines = [f"{args.deployment}: {args.a} -> {args.b}", *format_profile_diff(diff)]
+        diff = diff_profiles(resolve_profile(inv, name, args.a), resolve_profile(inv, name, args.b))
+        if args.json:
+            emit_json({"deployment": name, "a": args.a, "b": args.b, "same": diff.empty,
+                       **dataclasses.asdict(diff)})
+            return 0
+        lines = [f"{name}: {args.a} -> {args.b}", *format_profile_diff(diff)]
     colour = use_colour()
     for line in lines:
         mark = line.strip()[:1]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger
+from deployctl.commands._release_verbs import existing_state_dir
+from deployctl.commands.options import add_deployment
 from deployctl.commands.output import emit, emit_json
 from deployctl.promote.report import history_lines
 
@@ -23,15 +24,16 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-d", "--deployment", metavar="NAME", default=None, help="only this deployment")
+    add_deployment(parser, help="only this deployment (default: every deployment)")
     parser.add_argument("-n", "--limit", type=int, default=20, help="how many releases (default 20)")
-    add_state_dir_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the releases as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    with Ledger.open(state_dir(args)) as ledger:
-        releases = ledger.history(args.deployment, args.limit)
+    directory = existing_state_dir(args)
+    releases = []
+    if (directory / LEDGER_FILE).exists():  # a read-only verb never creates the ledger
+        with Ledger.open(directory) as ledger:
+            releases = ledger.history(args.deployment, args.limit)
     if args.json:
         emit_json([{k: v for k, v in r.to_dict().items() if k != "unit_text"} for r in releases])
     else:

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.marked_yaml import load_marked
+from deployctl.inventory.pydantic_problems import pydantic_problems
+from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.verdict import Outcome, judge, render_verdict
 
@@ -44,7 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", type=Path, metavar="BASELINE.json", help="the baseline's benchmark result")
     parser.add_argument("candidate", type=Path, metavar="CANDIDATE.json", help="the candidate's benchmark result")
     parser.add_argument("--policy", type=Path, metavar="FILE", help="judge policy (YAML or JSON)")
-    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,19 +86,23 @@ def _load_result(path: Path) -> BenchResult:
 
 def _load_policy(path: Path) -> JudgePolicy:
     try:
-        data: Any = load_marked(_read(path)).data
-    except Exception as exc:  # PyYAML's errors carry the position in their text
-        raise InputError(f"{path}: not YAML/JSON: {exc}") from exc
-    if isinstance(data, dict) and isinstance(data.get("policy"), dict):
-        data = data["policy"]
-    if isinstance(data, dict) and isinstance(data.get("judge"), dict):
-        data = data["judge"]
+        marked = load_marked(_read(path))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise InventoryInvalid(str(path), [Problem(str(path), mark.line + 1 if mark else 1, "(yaml)",
+                                                   f"not valid YAML: {exc.problem or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not YAML/JSON: {exc}") from None
+    data: Any = marked.data
+    prefix: tuple[str, ...] = ()
+    for key in ("policy", "judge"):
+        if isinstance(data, dict) and isinstance(data.get(key), dict):
+            data, prefix = data[key], (*prefix, key)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of judge settings")
     try:
         return JudgePolicy.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise InputError(f"{path}: invalid judge policy: {problems}") from exc
+        invalid = InventoryInvalid(str(path), pydantic_problems(exc, marked, str(path), JudgePolicy, prefix))
+        invalid.hint = "fix the lines above (the keys are the inventory's policy.judge block), then judge again"
+        raise invalid from None

@@ -22,15 +22,20 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
+from deployctl.commands.check import format_report
+from deployctl.commands.options import add_profile, complete_profiles, shift_deployment
+from deployctl.errors import ExitCode, UsageError
+from deployctl.preflight import run_preflight
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.live.bindings import live_adapters
 from deployctl.live.runner import Guard, Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
-from deployctl.promote.report import level_rows, outcome_json, outcome_lines, plan_lines
+from deployctl.promote.report import level_rows, outcome_json, outcome_lines, plan_lines, startup_gates
 
 NAME = "promote"
+LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 BASELINE_MAX_AGE_S = 3600.0  # a baseline of the same unit, host, version and sweep this recent is reused
 HELP = "try a profile on the live server: benchmark, judge, keep it or roll back"
 DESCRIPTION = """\
@@ -40,21 +45,26 @@ restart, read the startup log (startup gates), benchmark, judge against the base
 roll back to the known-good unit and verify it. Every step is written to the ledger before it happens;
 a controller killed at any point is recovered by the next deployctl command on that deployment.
 
-exit codes: 0 kept (or nothing to change) · 2 bad input · 3 refused by pre-flight · 4 busy ·
-            10 rejected and rolled back · 11 inconclusive, baseline kept · 12 rollback failed · 130 aborted
+DEPLOYMENT is -d DEPLOYMENT, or the first of two positional arguments (`deployctl promote glm5 candidate`).
 
 examples:
   deployctl promote candidate                      # the only deployment of the inventory
-  deployctl promote candidate -d glm5 --dry-run    # the diff, what would restart, the policy
+  deployctl promote candidate -d glm5 --dry-run    # the whole plan: diff, pre-flight, gates, root, remote host
   deployctl promote candidate -d qwen35 --json     # the whole result as JSON (for scripts)
   deployctl abort -d glm5                          # from another terminal: stop it and roll back
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", help="the profile to try, e.g. candidate")
-    add_site_arguments(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    parser.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to try, e.g. candidate"
+                        ).completer = complete_profiles  # type: ignore[attr-defined]
+    add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
+                dest="profile_option")
+    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `promote D PROFILE`: the alias of -d D
+    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
+                                                 "accepted as the first of two positional arguments)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the whole plan (pre-flight included; exit 3 if it would refuse) and change nothing")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
                         help="measure the live release now, even if the ledger has a measurement of it from the last hour")
@@ -62,8 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    shift_deployment(args, ("profile",), "second")
+    _one_profile(args)
     site = site_from_args(args)
     if args.dry_run:
+<<<<<<< HEAD
         plan = site.plan(args.profile, need_known_good=False)
         if args.json:
             emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
@@ -75,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.in_unit:
         return run_in_unit(args, NAME, site)
+=======
+        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
+>>>>>>> main
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
@@ -85,6 +101,53 @@ def run(args: argparse.Namespace) -> int:
         ev = out.evidence
         emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
     return out.exit_code
+
+
+def _one_profile(args: argparse.Namespace) -> None:
+    """PROFILE, or --profile: one of them, once."""
+    named = {name for name in (args.profile, args.profile_option) if name}
+    if len(named) != 1:
+        raise UsageError("two profiles named: " + " and ".join(sorted(named)) if named else "no profile named",
+                         hint="deployctl promote PROFILE [-d DEPLOYMENT]")
+    args.profile = named.pop()
+
+
+def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
+    """The whole plan, changing nothing: the diff, pre-flight (and whether it would refuse), every gate,
+    whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
+    plan = site.plan(profile, need_known_good=False)
+    report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
+        if preflight and not plan.unchanged else None
+    refuses = report is not None and bool(report.errors)  # as the real run: errors refuse, warnings are shown
+    address = site.inv.host_of(site.deployment).address
+    remote = None if site.simulated or address in LOCAL_ADDRESSES else address
+    needs_root = os.geteuid() != 0 and not plan.unchanged
+    if as_json:
+        emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
+                   "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
+                   "would_restart": [] if plan.unchanged else [plan.unit_name],
+                   "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
+                   "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
+                   "policy": plan.policy.model_dump(mode="json")})
+    else:
+        lines = plan_lines(plan)
+        if report is not None:
+            lines += ["  pre-flight:", *(f"    {line}" for line in format_report(report).splitlines())]
+            if refuses:
+                lines.append("  pre-flight would REFUSE this promote (exit 3): fix the errors above")
+            elif report.warnings:
+                lines.append("  pre-flight would let it proceed with the warnings above")
+        elif not plan.unchanged:
+            lines.append("  pre-flight: skipped (--skip-preflight)")
+        if needs_root:
+            lines.append("  the real run needs root: it installs the unit in the systemd directories, restarts it "
+                         f"over D-Bus and writes the ledger in {site.state_dir}")
+        if remote:
+            lines.append(f"  host {site.host} is remote ({address}): deployctl restarts units of the systemd it runs "
+                         f"under, so run the promote on that host (`ssh {address} sudo deployctl promote "
+                         f"{profile} -d {site.name}`)")
+        emit(lines)
+    return ExitCode.PREFLIGHT_REFUSED if refuses else ExitCode.OK
 
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import deployment_name, load_inventory_from_args
+from deployctl.commands.options import add_deployment, add_profile
+from deployctl.commands.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.render import render_unit
 
@@ -22,31 +22,45 @@ X-Deployctl-Deployment/Profile/Hash for traceability. Nothing is installed.
 Simulated hosts without python: run the simulator with this deployctl's own interpreter.
 
 examples:
-  deployctl render glm5 --profile baseline -i inventory/example.yaml
-  deployctl render glm5 --profile candidate -o /tmp/units/   # writes /tmp/units/sglang-glm5.service
+  deployctl render -d glm5 --profile baseline -i inventory/example.yaml
+  deployctl render -d glm5 --profile candidate -o /tmp/units/   # writes /tmp/units/sglang-glm5.service
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT")
-    parser.add_argument("--profile", "-p", default="baseline", metavar="P", help="profile (default: baseline)")
+    add_deployment(parser)
+    add_profile(parser, default="baseline", help="profile (default: baseline)")
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write here instead of stdout (a directory gets the unit's own file name)")
-    add_inventory_argument(parser)
+                        help="write here instead of stdout (a directory, or a path ending in /, gets the unit's "
+                             "own file name)")
 
 
 def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
-    unit = render_unit(inv, args.deployment, args.profile, default_python=sys.executable)
-    if args.output is None:
+    name = deployment_name(inv, args)
+    unit = render_unit(inv, name, args.profile, default_python=sys.executable)
+    target = None if args.output is None else _target(args.output, unit.name)
+    if target is not None:
+        try:
+            target.write_text(unit.text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {target}: {exc.strerror}") from None
+        print(f"wrote {target} ({name}, profile {args.profile}, hash {unit.sha256[:12]})", file=sys.stderr)
+    if args.json:
+        emit_json({"deployment": name, "profile": args.profile, "unit": unit.name, "sha256": unit.sha256,
+                   "written": None if target is None else str(target), "text": unit.text})
+    elif target is None:
         sys.stdout.write(unit.text)
-        return 0
-    target = Path(args.output)
-    if target.is_dir():
-        target = target / unit.name
-    try:
-        target.write_text(unit.text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror}") from None
-    print(f"wrote {target} ({args.deployment}, profile {args.profile}, hash {unit.sha256[:12]})", file=sys.stderr)
     return 0
+
+
+def _target(output: str, unit_name: str) -> Path:
+    """A directory, or a path that ends in '/', gets the unit's own name (the directory is made)."""
+    target = Path(output)
+    if output.endswith(("/", os.sep)) or target.is_dir():
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot make the directory {target}: {exc.strerror}") from None
+        return target / unit_name
+    return target

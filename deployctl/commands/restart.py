@@ -7,11 +7,9 @@ import asyncio
 import json
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
-from deployctl.commands._release_verbs import add_state_dir_argument, locked, state_dir
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands._release_verbs import add_site_arguments, locked, state_dir
+from deployctl.commands.options import add_profile
 from deployctl.errors import InputError, JobFailed
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
 from deployctl.live.site import Site, make_site
@@ -27,28 +25,24 @@ file is kept for rollback), daemon-reload, restart over D-Bus and wait until the
 change with an automatic rollback, use `deployctl promote`.
 
 Without --profile the profile of the installed unit is re-rendered (picking up inventory edits).
-Exit 0 when ready; 1 when the server crashed, failed to start or timed out (with its last log lines).
+Exit 0 when ready; 6 when the server crashed, failed to start or timed out (with its last log lines).
 
 examples:
-  deployctl restart glm5 --profile baseline
-  deployctl restart glm5 --follow             # print the startup log as it is written
-  deployctl restart glm5 --profile baseline --adopt   # take over a hand-written unit (kept for rollback)
+  deployctl restart -d glm5 --profile baseline
+  deployctl restart glm5 --follow             # the positional alias of -d glm5
+  deployctl restart -d glm5 --follow             # print the startup log as it is written
+  deployctl restart -d glm5 --profile baseline --adopt   # take over a hand-written unit (kept for rollback)
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT", nargs="?", default=None,
-                        help="the deployment (optional when the inventory has only one)")
-    parser.add_argument("--profile", "-p", metavar="P", default=None,
-                        help="the profile to install (default: the installed unit's)")
+    add_site_arguments(parser)
+    add_profile(parser, default=None, help="the profile to install (default: the installed unit's)")
     parser.add_argument("--timeout", metavar="S", type=float, default=None,
                         help="seconds to wait for readiness (default: policy gates.startup_timeout_s)")
     parser.add_argument("--adopt", action="store_true",
                         help="replace a unit file deployctl did not write (its content is kept for rollback)")
     parser.add_argument("--follow", "-f", action="store_true", help="print the startup log as it is written")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_inventory_argument(parser)
-    add_state_dir_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(report_lines(report, installed)))
     if report.ok:
         return 0
-    raise JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
-                    hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
-                    if report.invocation_id else f"systemctl status {report.unit}")
+    failure = JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
+                        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
+                        if report.invocation_id else f"systemctl status {report.unit}")
+    failure.after_result = True
+    raise failure
 
 
 def _profile(site: Site, wanted: str | None) -> str:

@@ -38,6 +38,7 @@ is recovered first.
 
 examples:
   deployctl rollback -d glm5            # back to what the live release replaced
+  deployctl rollback glm5               # the same (the positional alias of -d)
   deployctl rollback -d glm5 --to 12    # back to release 12 (see `deployctl history -d glm5`)
 """
 

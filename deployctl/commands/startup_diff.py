@@ -6,10 +6,8 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
 from deployctl.facts.secrets import redact
@@ -39,12 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline: log file, '-' or startup-report JSON")
     parser.add_argument("b", metavar="B", help="candidate: log file or startup-report JSON")
     parser.add_argument("--arch", metavar="SM", help="the host's GPU architecture, e.g. sm120 (for gate notes)")
-    parser.add_argument("-d", "--deployment", metavar="D",
-                        help="take the host (architecture) and, with --profiles, the flag diff from the inventory")
+    add_deployment(parser, alias=False,
+                   help="take the host (architecture) and, with --profiles, the flag diff from the inventory"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--profiles", nargs=2, metavar=("PA", "PB"),
                         help="the two profiles of D whose flag/env diff explains the change")
-    parser.add_argument("--json", action="store_true", help="print the changes as JSON")
-    add_inventory_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:

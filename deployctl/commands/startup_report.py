@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import load_inventory_from_args
+from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.errors import InputError
 from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
@@ -42,11 +40,10 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="the log ('-' for stdin)")
-    parser.add_argument("-d", "--deployment", metavar="D",
-                        help="read the current invocation of D's unit from the journal instead of FILE")
+    add_deployment(parser, alias=False,
+                   help="read the current invocation of DEPLOYMENT's unit from the journal instead of FILE"
+                        + FILES_IN_THE_WAY)
     parser.add_argument("--server-info", metavar="FILE", help="JSON saved from GET /server_info (authoritative version)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_inventory_argument(parser)
 
 
 def read_log_lines(source: str) -> Iterator[str]:

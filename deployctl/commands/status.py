@@ -10,15 +10,12 @@ import time
 from dataclasses import dataclass
 
 from deployctl.adapters.unitfiles import UnitFile
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import (
-    add_state_dir_argument,
+    add_site_arguments,
+    existing_state_dir,
     read_live_release,
     recover_now,
-    state_dir,
 )
 from deployctl.commands.output import TerminalProgress
 from deployctl.live.site import Site, make_site
@@ -37,18 +34,14 @@ finishes it as recovery does: rolls back to the known-good unit (or finishes a k
 needs root; other operators get a read-only view in which the leftover trial shows.
 
 examples:
-  deployctl status glm5
-  deployctl status glm5 --json -n 50
+  deployctl status -d glm5
+  deployctl status glm5 --json -n 50     # the positional alias of -d glm5
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT", nargs="?", default=None,
-                        help="the deployment (optional when the inventory has only one)")
+    add_site_arguments(parser)
     parser.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="log lines to show (default 10)")
-    parser.add_argument("--json", action="store_true", help="print as JSON")
-    add_inventory_argument(parser)
-    add_state_dir_argument(parser)
 
 
 @dataclass(frozen=True)
@@ -160,7 +153,7 @@ async def collect(site: Site, lines: int, recovered: tuple[str, ...] = ()) -> St
 
 
 def run(args: argparse.Namespace) -> int:
-    site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+    site = make_site(load_inventory_from_args(args), args.deployment, existing_state_dir(args))
     # Steps of a recovery go to stderr as they happen (a rollback takes a while); its summary is in the status.
     recovered = tuple(recover_now(site, NAME, None if args.json else TerminalProgress()))
     status = asyncio.run(collect(site, args.lines, recovered))

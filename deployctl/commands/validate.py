@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deployctl.commands._inventory import (
-    add_inventory_argument,
-    inventory_path,
-    load_inventory_from_args,
-)
+from deployctl.commands._inventory import inventory_path, load_inventory_from_args
+from deployctl.commands.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.render import render_unit
 
@@ -27,7 +24,7 @@ example:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_inventory_argument(parser)
+    """Only the global options (-i FILE)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +41,14 @@ def run(args: argparse.Namespace) -> int:
                 failures.append(f"{source}: deployments.{name}.profiles.{profile}: {exc.message}")
     if failures:
         raise InputError("\n".join([f"{source}: {len(failures)} profile(s) do not render", *failures]))
+    if args.json:
+        emit_json({"inventory": source, "ok": True, "units_rendered": rendered,
+                   "hosts": {name: {"simulated": host.simulated, "gpus": host.gpus.count, "gpu_model": host.gpus.model,
+                                    "compute_capability": host.gpus.compute_capability}
+                             for name, host in inv.hosts.items()},
+                   "deployments": {name: {"unit": dep.unit, "host": dep.host, "port": dep.port,
+                                          "profiles": list(dep.profiles)} for name, dep in inv.deployments.items()}})
+        return 0
     print(f"{source}: ok")
     for name, host in inv.hosts.items():
         kind = "simulated, " if host.simulated else ""

@@ -54,7 +54,10 @@ class JudgePolicy(_Strict):
 
     metric: Metric = "output_tok_s"
     limit_pct: float = Field(default=5.0, gt=0, description="a regression beyond this many % fails a level")
-    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="of the interval each verdict line shows")
+    # The sequential test's two error rates, each spent over all the looks (deployctl.judge.sequential).
+    false_fail: float = Field(default=0.01, gt=0, lt=0.5, description="chance of failing an unchanged candidate")
+    miss: float = Field(default=0.05, gt=0, lt=0.5, description="chance of passing a regression of twice the limit")
     min_trials: int = Field(default=2, ge=1)
     max_trials: int = Field(default=5, ge=1)
     # The baseline cannot be measured again once the candidate runs, so every look's precision rests on

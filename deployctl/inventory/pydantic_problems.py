@@ -17,11 +17,17 @@ def pydantic_problems(
     exc: ValidationError, marked: MarkedYaml, file: str, root: type[BaseModel], prefix: tuple[Any, ...]
 ) -> list[Problem]:
     problems = []
-    for err in exc.errors():
+    errors = exc.errors()
+    # A misspelt required key is one mistake: say "did you mean" on the typo, not also "missing" on the key.
+    misspelt = {tuple(e["loc"][:-1]) + (guess,) for e in errors if e["type"] == "extra_forbidden"
+                for guess in difflib.get_close_matches(str(e["loc"][-1]), _fields_at(root, tuple(e["loc"][:-1])), n=1)}
+    for err in errors:
         loc = prefix + tuple(err["loc"])
         value = err.get("input")
         if isinstance(value, str) and forbidden_character(value):
             continue  # reported once, as a control character, by the second pass
+        if err["type"] == "missing" and tuple(err["loc"]) in misspelt:
+            continue
         problems.append(
             Problem(file, marked.line_of(loc), dotted(loc), pydantic_message(err, root, tuple(err["loc"]))))
     return problems

@@ -14,9 +14,10 @@ over both sides, turned back into a relative change (``exp(x) − 1``). Why this
   side its degrees of freedom collapse towards 1 and the interval becomes useless
   (t(0.975, 1) = 12.7). Both sides run the same server software on the same host under the same
   load, so one relative noise level for both is the better assumption.
-- Sequential looks: the judge may look at the same comparison after every added trial. Each look is a
-  fresh chance of a false verdict, so the interval of each look is widened by Bonferroni over the
-  number of looks the budget allows (``looks``); the stated confidence then holds over all of them.
+- A learned noise level (``deployctl.judge.noise``) is pooled into the variance as a prior with its
+  own degrees of freedom: with 2–3 trials a side the t quantile otherwise dominates the interval.
+- Sequential looks are handled by ``deployctl.judge.sequential`` (error spending over the looks); this
+  interval is the one-look interval the verdict shows.
 """
 
 from __future__ import annotations
@@ -44,6 +45,52 @@ class ChangeInterval:
     n_candidate: int
     df: int
     test: str
+    log_change: float = 0.0  # mean log(candidate) − mean log(baseline)
+    se: float = 0.0  # its standard error
+    sigma: float = 0.0  # the pooled trial-to-trial σ of the logs
+    prior_df: int = 0  # degrees of freedom of σ learned from earlier measurements
+
+
+# A prior worth more than this many degrees of freedom is scaled down to it: 24 df pins a t quantile
+# within 4 % of the normal one, so more buys nothing but inertia when a host's noise changes.
+MAX_PRIOR_DF = 24
+
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """Trial-to-trial σ of the log of a metric at one level of one deployment, with its degrees of freedom."""
+
+    sigma: float
+    df: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"sigma": self.sigma, "df": self.df}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float | int]) -> "NoiseEstimate":
+        sigma, df = float(data["sigma"]), int(data["df"])
+        if not (math.isfinite(sigma) and sigma >= 0 and df >= 1):
+            raise ValueError(f"not a noise estimate: sigma={sigma}, df={df}")
+        return cls(sigma, df)
+
+
+@dataclass(frozen=True)
+class PooledNoise:
+    """The σ a look uses: the learned prior pooled with the current trials."""
+
+    sigma: float
+    df: int
+    prior_df: int  # how much of df came from earlier measurements
+
+
+def pool(prior: NoiseEstimate | None, current_ss: float, current_df: int) -> PooledNoise | None:
+    """The prior pooled with the current trials' within-side sum of squares; None with no df at all."""
+    prior_df = min(prior.df, MAX_PRIOR_DF) if prior is not None else 0
+    df = prior_df + current_df
+    if df < 1:
+        return None
+    ss = current_ss + (prior.sigma ** 2 * prior_df if prior is not None else 0.0)
+    return PooledNoise(math.sqrt(ss / df), df, prior_df)
 
 
 def log_ratio_interval(
@@ -51,30 +98,32 @@ def log_ratio_interval(
     candidate: Sequence[float],
     confidence: float,
     *,
-    looks: int = 1,
+    prior: NoiseEstimate | None = None,
 ) -> ChangeInterval | None:
     """The change of ``candidate`` over ``baseline`` (positive values) with a pooled-t interval.
 
-    Returns None when there is no estimate of the noise (fewer than three values in all, so no degree
-    of freedom is left after the two means). ``looks`` > 1 widens the interval so that ``confidence``
-    holds across that many sequential looks (Bonferroni).
+    Returns None when there is no estimate of the noise (fewer than three values in all and no learned
+    ``prior``, so no degree of freedom is left after the two means).
     """
     if any(v <= 0 or not math.isfinite(v) for v in (*baseline, *candidate)):
         raise ValueError("log-ratio intervals need positive, finite values")
     nb, nc = len(baseline), len(candidate)
-    df = nb + nc - 2
-    if nb == 0 or nc == 0 or df < 1:
+    if nb == 0 or nc == 0:
         return None
     xb = [math.log(v) for v in baseline]
     xc = [math.log(v) for v in candidate]
     mb, mc = sum(xb) / nb, sum(xc) / nc
     ss = sum((x - mb) ** 2 for x in xb) + sum((x - mc) ** 2 for x in xc)
-    se = math.sqrt(ss / df * (1 / nb + 1 / nc))
-    half = _t_quantile(_per_look_tail(confidence, looks), df) * se
+    noise = pool(prior, ss, nb + nc - 2)
+    if noise is None:
+        return None
+    df = noise.df
+    se = noise.sigma * math.sqrt(1 / nb + 1 / nc)
+    half = _t_quantile(1 - (1 - confidence) / 2, df) * se
     d = mc - mb
     test = f"pooled t on log trial values, df={df}"
-    if looks > 1:
-        test += f", Bonferroni over {looks} looks"
+    if noise.prior_df:
+        test += f" ({noise.prior_df} of them from this host's earlier measurements)"
     return ChangeInterval(
         change=math.expm1(d),
         low=math.expm1(d - half),
@@ -84,6 +133,10 @@ def log_ratio_interval(
         n_candidate=nc,
         df=df,
         test=test,
+        log_change=d,
+        se=se,
+        sigma=noise.sigma,
+        prior_df=noise.prior_df,
     )
 
 
@@ -106,11 +159,6 @@ def outlier_indices(values: Sequence[float], *, k: float = 5.0, floor: float = 0
     limit = k * max(1.4826 * mad, floor)
     far = [i for i, x in enumerate(logs) if abs(x - med) > limit]
     return far if len(far) <= (n - 1) // 2 else []
-
-
-def _per_look_tail(confidence: float, looks: int) -> float:
-    """Upper quantile for a two-sided interval at ``confidence`` spread over ``looks`` looks."""
-    return 1 - (1 - confidence) / (2 * max(1, looks))
 
 
 @lru_cache(maxsize=256)

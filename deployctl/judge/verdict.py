@@ -6,10 +6,12 @@ its confidence interval, the test used and a reason in the operator's words, e.g
 
 Per level (the baseline's levels; the trial is the unit of replication, ``deployctl.judge.stats``):
 
-- FAIL    the regression is statistically clear (the interval excludes 0) and its estimate is beyond
-          the limit;
-- PASS    the whole interval is on the good side of the limit;
-- UNKNOWN anything else: the judge asks for one more candidate trial, up to ``max_trials``;
+- FAIL    "no regression" is rejected at the sequential boundary of this look (``policy.false_fail``
+          spent over the looks) and the estimate is beyond the limit;
+- PASS    "a regression of twice the limit" (in logs) is rejected at this look's boundary
+          (``policy.miss`` spent over the looks);
+- UNKNOWN anything else: the judge asks for one more candidate trial, up to ``max_trials``; a decided
+          level is not measured again;
 - INVALID no valid baseline or candidate trial (``TrialResult.invalid_reason`` says why).
 
 Critical levels combine worst-first (FAIL, INVALID, UNKNOWN, PASS): FAIL is final even while other
@@ -19,8 +21,9 @@ Advisory levels are reported, never decisive. GPU power and utilisation, when bo
 are shown as secondary evidence only.
 
 The baseline cannot get more trials once the candidate runs (that would mean restarting it), so the
-precision of every look rests on the baseline's trial count: measure the baseline with ``max_trials``
-trials (docs/judge.md has the calibration that shows why).
+precision of every look rests on the baseline's trial count: ``noise.baseline_trials`` sizes it from
+the host's learned noise (docs/judge.md has the calibration). ``noise``, when given, is that learned
+σ per concurrency, pooled into every look of the policy's metric.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from statistics import median
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.stats import ChangeInterval, log_ratio_interval, outlier_indices
+from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
+from deployctl.judge.stats import ChangeInterval, NoiseEstimate, log_ratio_interval, outlier_indices
 
 
 class Outcome(str, Enum):
@@ -128,11 +132,16 @@ class DriftVerdict:
     levels: tuple[LevelVerdict, ...] = ()
 
 
-def judge(baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy) -> Verdict:
-    """Compare the candidate's sweep with the baseline's under ``policy``."""
+def judge(
+    baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy,
+    noise: Mapping[int, NoiseEstimate] | None = None,
+) -> Verdict:
+    """Compare the candidate's sweep with the baseline's under ``policy`` (``noise``: learned σ per level)."""
     metric = METRICS[policy.metric]
+    learned = noise or {}
     levels = tuple(
-        _judge_level(lv, candidate.level(lv.concurrency), metric, policy) for lv in baseline.levels
+        _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency))
+        for lv in baseline.levels
     )
     notes = tuple(
         f"C={lv.concurrency}: measured on the candidate only, not judged (no baseline)"
@@ -185,7 +194,7 @@ def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, in
 
 
 def _judge_level(
-    base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy
+    base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None
 ) -> LevelVerdict:
     c = base.concurrency
     rule = policy.rule_for(c)
@@ -214,11 +223,10 @@ def _judge_level(
         wanted = min(policy.min_trials - len(c_ok), budget)
         reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"
         return _unknown(reason, wanted, common)
-    looks = policy.max_trials - policy.min_trials + 1
-    checks = [_check(c, metric, limit, b_ok, c_ok, policy.confidence, looks)]
+    checks = [_check(c, metric, limit, b_ok, c_ok, policy, prior)]
     for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct), ("itl_p99_s", policy.itl_p99_limit_pct)):
         if pct is not None and name != metric.name:
-            check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy, looks)
+            check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy)
             if check is not None:
                 checks.append(check)
     state = min((ch.state for ch in checks), key=_SEVERITY.__getitem__)
@@ -274,45 +282,53 @@ def _why(bad: list[tuple[TrialResult, str]]) -> str:
 
 
 def _check(
-    c: int,
-    metric: Metric, limit_pct: float, base: list[float], cand: list[float], confidence: float, looks: int
+    c: int, metric: Metric, limit_pct: float, base: list[float], cand: list[float], policy: JudgePolicy,
+    prior: NoiseEstimate | None,
 ) -> CheckResult:
-    interval = log_ratio_interval(base, cand, confidence, looks=looks)
+    interval = log_ratio_interval(base, cand, policy.confidence, prior=prior)
     label = f"C={c}" if metric.name == "output_tok_s" else f"C={c} {metric.label}"
     if interval is None:
         return CheckResult(
             metric.name, LevelState.UNKNOWN, limit_pct, None,
             f"{label}: one trial a side gives no estimate of the noise",
         )
-    limit = limit_pct / 100
     if metric.higher_is_better:
-        passed = interval.low > -limit
-        failed = interval.high < 0 and interval.change < -limit
+        regression, limit_log = -interval.log_change, -math.log1p(-min(limit_pct, 99.0) / 100)
         signed_limit = f"−{limit_pct:g} %"
     else:
-        passed = interval.high < limit
-        failed = interval.low > 0 and interval.change > limit
+        regression, limit_log = interval.log_change, math.log1p(limit_pct / 100)
         signed_limit = f"+{limit_pct:g} %"
-    state = LevelState.PASS if passed else LevelState.FAIL if failed else LevelState.UNKNOWN
+    boundary = look_boundary(
+        len(base), len(cand), policy.min_trials, policy.max_trials, interval.df,
+        false_fail=policy.false_fail, miss=policy.miss, rho=SPENDING_RHO,
+    )
+    failed, passed = decide(regression, interval.se, boundary, limit_log)
+    interval = replace(interval, test=(
+        f"{interval.test}; sequential look {boundary.look} of {boundary.looks} "
+        f"(false fail {policy.false_fail:g}, miss {policy.miss:g}, spent over the looks)"
+    ))
+    state = LevelState.FAIL if failed else LevelState.PASS if passed else LevelState.UNKNOWN
     text = f"{label}: {format_interval(interval)}, limit {signed_limit}"
     if state is LevelState.FAIL:
         text += ": regressed beyond the limit"
     elif state is LevelState.PASS:
-        text += ": within the limit"
+        # PASS rules out twice the limit, not the limit itself: say which, so a −4.8 % that passes is not
+        # read as "proven better than −5 %".
+        text += f": not beyond the limit ({_signed(100 * math.expm1(2 * limit_log * (-1 if metric.higher_is_better else 1)))} % or worse ruled out)"
     return CheckResult(metric.name, state, limit_pct, interval, text)
 
 
 def _latency_check(
     c: int,
     metric: Metric, limit_pct: float, base: Iterable[TrialResult], cand: Iterable[TrialResult],
-    policy: JudgePolicy, looks: int,
+    policy: JudgePolicy,
 ) -> CheckResult | None:
     b_ok, _ = _split(base, metric)
     c_ok, _ = _split(cand, metric)
     if not b_ok or not c_ok:
         # ITL tails are left out when the client could not prove headroom: nothing to hold against.
         return None
-    return _check(c, metric, limit_pct, b_ok, c_ok, policy.confidence, looks)
+    return _check(c, metric, limit_pct, b_ok, c_ok, policy, None)
 
 
 def format_pct(x: float) -> str:

@@ -29,6 +29,7 @@ from deployctl.promote.evidence import (
     PreflightResult,
     StartOutcome,
 )
+from deployctl.judge.stats import NoiseEstimate
 from deployctl.startup.parser import StartupReport, parse_lines
 
 log = logging.getLogger("deployctl")
@@ -251,10 +252,12 @@ class LiveJudge:
                                       StartupReport.from_dict(candidate), self.policy.gates)
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
+    def judge(
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+    ) -> JudgeResult:
         from deployctl.judge.verdict import judge
 
-        verdict = judge(baseline, candidate, self.policy.judge)
+        verdict = judge(baseline, candidate, self.policy.judge, noise)
         rows = tuple(
             LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
                      _change(lv), lv.state.value, lv.reason)

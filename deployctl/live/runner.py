@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
+from deployctl.judge.noise import baseline_trials, learn_history
+from deployctl.judge.stats import NoiseEstimate
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
     DriftResult,
@@ -56,7 +58,9 @@ class Bench(Protocol):
 
 class Judge(Protocol):
     def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult: ...
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult: ...
+    def judge(
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+    ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
 
 
@@ -214,7 +218,13 @@ class Runner:
             self.evidence.baseline = BenchResult.from_dict(fresh.result)
             self.evidence.baseline_reused_from = fresh.release_id
             return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
-        result = await self._traffic(self.plan.url, None, self.plan.policy.judge.baseline_trial_count)
+        # Sized per level from the host's learned noise: a quiet host's baseline is shorter.
+        noise = self._learned_noise()
+        trials = {
+            c: baseline_trials(self.plan.policy.judge, noise[c].sigma if c in noise else None, c)
+            for c in self.plan.policy.bench.concurrency
+        }
+        result = await self._traffic(self.plan.url, None, trials)
         problem = _unusable(result)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
@@ -262,7 +272,7 @@ class Runner:
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
         assert self.evidence.baseline is not None and self.evidence.candidate is not None
-        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate)
+        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, self._learned_noise())
         self.evidence.judge = verdict
         return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
 
@@ -304,6 +314,15 @@ class Runner:
         outcome = await self.a.units.restart_and_wait(self.plan.unit_name, timeout, fresh_start=fresh)
         self.evidence.add_time("startup_wait", outcome.wait_s)
         return outcome
+
+    def _learned_noise(self) -> dict[int, NoiseEstimate]:
+        """The host's trial-to-trial σ per level, from the ledger's earlier measurements of unchanged releases."""
+        exclude = (self.release_id,) + (
+            (self.evidence.baseline_reused_from,) if self.evidence.baseline_reused_from is not None else ()
+        )
+        stored = self.ledger.aa_benches(deployment=self.plan.deployment, host=self.plan.host,
+                                        bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
+        return learn_history((BenchResult.from_dict(b.result) for b in stored), self.plan.policy.judge.metric)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         t0 = self.a.clock()

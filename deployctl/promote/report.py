@@ -13,6 +13,7 @@ from statistics import mean
 from typing import Any, Iterable, Sequence
 
 from deployctl.bench.result import BenchResult, LevelTelemetry
+from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
 from deployctl.promote.records import Release
@@ -117,23 +118,34 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     p = plan.policy
     lines.append(
         f"  benchmark: C={','.join(map(str, p.bench.concurrency))}, {p.bench.input_tokens} in / {p.bench.output_tokens} out,"
-        f" baseline {p.judge.baseline_trial_count} trials, candidate {p.judge.min_trials}–{p.judge.max_trials}"
+        f" baseline {_baseline_trials(p.judge)}, candidate {p.judge.min_trials}–{p.judge.max_trials}"
     )
     lines.append(
-        f"  judge: {p.judge.metric}, fail beyond −{p.judge.limit_pct:g} % at {p.judge.confidence:.0%} confidence;"
-        f" inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
+        f"  judge: {p.judge.metric}, limit −{p.judge.limit_pct:g} %; an unchanged candidate failed ≤ {100 * p.judge.false_fail:g} %,"
+        f" twice the limit passed ≤ {100 * p.judge.miss:g} %; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
     )
-    g = p.gates
+    latency = [f"{name} p99 may rise ≤ {limit:g} %" for name, limit in
+               (("TTFT", p.judge.ttft_p99_limit_pct), ("ITL", p.judge.itl_p99_limit_pct)) if limit is not None]
+    if latency:
+        lines.append("  latency gates: " + "; ".join(latency))
+    lines.append("  startup gates: " + "; ".join(startup_gates(p)))
+    return lines
+
+
+def startup_gates(policy: Policy) -> list[str]:
+    """Every startup gate the policy turns on, in words (``promote --dry-run`` shows them all)."""
+    g = policy.gates
     gates = []
     if g.max_running_requests_drop_pct is not None:
         gates.append(f"max_running_requests may drop ≤ {g.max_running_requests_drop_pct:g} %")
+    if g.max_total_num_tokens_drop_pct is not None:
+        gates.append(f"KV cache tokens (max_total_num_tokens) may drop ≤ {g.max_total_num_tokens_drop_pct:g} %")
     if g.cuda_graph_must_stay_enabled:
         gates.append("CUDA graphs must stay enabled")
     if g.new_failure_warnings:
         gates.append("no new failure-class warnings")
     gates.append(f"ready within {g.startup_timeout_s:g} s")
-    lines.append("  startup gates: " + "; ".join(gates))
-    return lines
+    return gates
 
 
 def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
@@ -278,3 +290,7 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
 # --- printing ---------------------------------------------------------------------------------------
 
 
+def _baseline_trials(judge: JudgePolicy) -> str:
+    if judge.baseline_trials is not None:
+        return f"{judge.baseline_trials} trials"
+    return f"{judge.min_trials}–{judge.max_trials} trials, sized from the host's learned noise"

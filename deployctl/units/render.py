@@ -10,6 +10,7 @@ installed unit is exactly what deployctl wrote (see ``unit_content_hash``).
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,7 +40,10 @@ __all__ = [
     "unit_content_hash", "unit_environment",
 ]
 
+# Looked up in order: next to the inventory, the checkout's templates/ (where operators read and add
+# templates; its sglang.service.j2 is a link to the bundled one), then the template shipped in the wheel.
 REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+BUNDLED_TEMPLATES = Path(str(importlib.resources.files("deployctl.units") / "templates"))
 SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "deployctl.sim"
 _HASH_LINE = re.compile(r"^(X-Deployctl-Hash=).*$", re.MULTILINE)
@@ -188,7 +192,8 @@ def _optional(key: str, value: str | None) -> str | None:
 
 
 def _template_dirs(inv: Inventory) -> tuple[str, ...]:
-    return (inv.directory, str(REPO_TEMPLATES)) if inv.directory else (str(REPO_TEMPLATES),)
+    dirs = (inv.directory, REPO_TEMPLATES, BUNDLED_TEMPLATES)
+    return tuple(dict.fromkeys(str(d) for d in dirs if d and Path(d).is_dir()))
 
 
 @lru_cache(maxsize=8)

@@ -6,6 +6,8 @@ A custom template runs a tiny script instead of SGLang, so these tests do not de
 
 from __future__ import annotations
 
+from deployctl.errors import ExitCode
+
 import json
 import subprocess
 import sys
@@ -103,7 +105,7 @@ def test_restart_then_status_then_a_crashing_profile(sandbox: Sandbox, inventory
     assert again.returncode == 0 and "unchanged (good)" in again.stdout
 
     failed = deployctl(sandbox, inventory, "restart", "toy", "--profile", "bad", "--json")
-    assert failed.returncode == 1
+    assert failed.returncode == ExitCode.FAILED
     result = json.loads(failed.stdout)
     assert result["outcome"] == "crashed" and result["reason"].startswith("exited with status 2")
     assert "RuntimeError: toy failure" in result["last_lines"]
@@ -117,6 +119,10 @@ def test_restart_then_status_then_a_crashing_profile(sandbox: Sandbox, inventory
 
 def test_status_of_a_deployment_not_installed_yet(sandbox: Sandbox, inventory: Path) -> None:
     inventory.write_text(inventory.read_text().replace("toy-verbs.service", "toy-absent.service"))
+    missing = deployctl(sandbox, inventory, "status", "toy")  # no state directory: said, and not created
+    assert missing.returncode == ExitCode.BAD_INPUT and "does not exist" in missing.stderr
+    assert not (inventory.parent / "state").exists()
+    (inventory.parent / "state").mkdir()  # deployctl is installed here, it just never promoted anything
     shown = deployctl(sandbox, inventory, "status", "toy")
     assert shown.returncode == 0, shown.stderr
     assert "unit file: not installed" in shown.stdout and "inactive/dead" in shown.stdout

@@ -99,7 +99,8 @@ class FakeJudge:
     def gates(self, baseline: Any, candidate: Any) -> GateResult:
         return self._gates
 
-    def judge(self, baseline: BenchResult, candidate: BenchResult) -> JudgeResult:
+    def judge(self, baseline: BenchResult, candidate: BenchResult, noise: Any = None) -> JudgeResult:
+        self.noise = noise
         return self.verdicts.pop(0)
 
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:

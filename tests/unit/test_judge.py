@@ -17,7 +17,7 @@ from deployctl.bench.result import (
     TrialResult,
 )
 from deployctl.inventory.policy import JudgePolicy, LevelRule
-from deployctl.judge.stats import log_ratio_interval, outlier_indices
+from deployctl.judge.stats import NoiseEstimate, log_ratio_interval, outlier_indices
 from deployctl.judge.verdict import (
     LevelState,
     Outcome,
@@ -84,12 +84,12 @@ def test_no_change_passes_when_the_interval_clears_the_limit():
     v = judge(sweep({64: BASE}), sweep({64: [1003.0, 999.0]}), JudgePolicy())
     assert v.outcome is Outcome.PASS and v.more_trials == {}
     assert REASON.match(v.levels[0].reason)
-    assert v.levels[0].reason.endswith(": within the limit")
+    assert v.levels[0].reason.endswith(": not beyond the limit (−9.8 % or worse ruled out)")
     assert v.reasons[0] == "PASS: no critical level regressed beyond its limit"
 
 
 def test_an_unclear_level_asks_for_one_more_trial():
-    v = judge(sweep({64: BASE}), sweep({64: [960.0, 1000.0]}), JudgePolicy())
+    v = judge(sweep({64: BASE}), sweep({64: [900.0, 1000.0]}), JudgePolicy())
     assert v.outcome is Outcome.INCONCLUSIVE
     assert v.more_trials == {64: 1} and not v.final
     assert v.levels[0].state is LevelState.UNKNOWN
@@ -98,7 +98,7 @@ def test_an_unclear_level_asks_for_one_more_trial():
 
 
 def test_unclear_after_the_budget_is_a_final_inconclusive():
-    cand = [930.0, 1010.0, 960.0, 990.0, 945.0]
+    cand = [880.0, 1010.0, 930.0, 990.0, 905.0]
     v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
     assert v.outcome is Outcome.INCONCLUSIVE and v.final
     assert v.levels[0].reason.endswith("; still unclear after 5 trials (max_trials 5 reached)")
@@ -169,7 +169,7 @@ def test_a_per_level_limit_is_used_and_shown():
     policy = JudgePolicy(levels={64: LevelRule(limit_pct=15)})
     v = judge(sweep({64: BASE}), sweep({64: [880.0, 884.0]}), policy)
     assert v.outcome is Outcome.PASS
-    assert ", limit −15 %: within the limit" in v.levels[0].reason
+    assert ", limit −15 %: not beyond the limit (−27.8 % or worse ruled out)" in v.levels[0].reason
 
 
 def test_a_latency_limit_fails_a_level_on_ttft():
@@ -219,7 +219,7 @@ def test_an_empty_baseline_is_invalid():
 def test_verdict_round_trips_to_plain_json():
     import json
 
-    v = judge(sweep({64: BASE}), sweep({64: [960.0, 1000.0]}), JudgePolicy())
+    v = judge(sweep({64: BASE}), sweep({64: [900.0, 1000.0]}), JudgePolicy())
     data = json.loads(json.dumps(v.to_dict()))
     assert data["outcome"] == "INCONCLUSIVE" and data["more_trials"] == {"64": 1}
 
@@ -241,11 +241,13 @@ def test_the_t_quantile_equals_scipy_stats_t_ppf(q, df):
     assert _t_quantile(q, df) == pytest.approx(float(scipy_stats.t.ppf(q, df)), rel=1e-12)
 
 
-def test_more_looks_widen_the_interval_and_say_so():
-    one = log_ratio_interval(BASE, [960.0, 1000.0], 0.95)
-    four = log_ratio_interval(BASE, [960.0, 1000.0], 0.95, looks=4)
-    assert four.low < one.low and four.high > one.high
-    assert four.test.endswith("Bonferroni over 4 looks")
+def test_a_learned_noise_level_narrows_the_interval_and_says_so():
+    alone = log_ratio_interval([1000.0, 1040.0], [950.0, 990.0], 0.95)
+    learned = log_ratio_interval([1000.0, 1040.0], [950.0, 990.0], 0.95, prior=NoiseEstimate(0.01, 20))
+    assert learned.low > alone.low and learned.high < alone.high
+    assert learned.df == 22 and learned.prior_df == 20
+    assert learned.test.endswith("(20 of them from this host's earlier measurements)")
+    assert log_ratio_interval([1000.0], [990.0], 0.95, prior=NoiseEstimate(0.01, 4)).df == 4
 
 
 def test_one_trial_a_side_gives_no_interval():

@@ -9,12 +9,14 @@ import pytest
 from test_judge import BASE, sweep  # noqa: E402  (tests/unit is on sys.path under pytest's rootdir rules)
 
 from deployctl.commands import judge as verb
+from deployctl.commands.options import add_global_options
 from deployctl.errors import InputError
 
 
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     verb.add_arguments(parser)
+    add_global_options(parser, in_verb=False)
     return verb.run(parser.parse_args(list(argv)))
 
 
@@ -46,7 +48,7 @@ def test_json_output_and_policy_file(files, capsys):
 
 def test_inconclusive_exits_11(files):
     b = files("b.json", sweep({64: BASE}).to_dict())
-    c = files("c.json", sweep({64: [960.0, 1000.0]}).to_dict())
+    c = files("c.json", sweep({64: [900.0, 1000.0]}).to_dict())
     assert run(b, c) == 11
 
 
@@ -58,7 +60,14 @@ def test_bad_inputs_are_input_errors_naming_the_file(files):
         run(b, files("c.json", {"x": 1}))
     with pytest.raises(InputError, match="cannot read"):
         run(b, "/nonexistent/c.json")
-    with pytest.raises(InputError, match="invalid judge policy: limit_pct"):
+    with pytest.raises(InputError, match=r"p.yaml:1: limit_pct: "):
         run(b, b, "--policy", files("p.yaml", "limit_pct: -1\n"))
-    with pytest.raises(InputError, match="invalid judge policy: bogus"):
+    with pytest.raises(InputError, match=r"p.json:1: bogus: unknown key"):
         run(b, b, "--policy", files("p.json", '{"bogus": 1}'))
+
+
+def test_a_policy_typo_is_located_with_a_did_you_mean(files):
+    b = files("b.json", sweep({64: BASE}).to_dict())
+    with pytest.raises(InputError) as err:
+        run(b, b, "--policy", files("p.yaml", "policy:\n  judge:\n    min_trails: 3\n"))
+    assert "p.yaml:3: policy.judge.min_trails: unknown key; did you mean 'min_trials'?" in err.value.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from promote_fakes import (
@@ -18,9 +19,10 @@ from promote_fakes import (
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.errors import ExitCode, SystemdError
+from deployctl.inventory.policy import JudgePolicy
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome
+from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
 
 
 @pytest.fixture
@@ -111,13 +113,34 @@ async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledge
 
 
 @pytest.mark.parametrize("judge_update,baseline_trials", [({"max_trials": 4}, 4), ({"max_trials": 4, "baseline_trials": 2}, 2)])
-async def test_the_baseline_is_measured_with_baseline_trials_defaulting_to_max_trials(ledger, judge_update, baseline_trials):
-    # The judge's calibration assumes max_trials baseline trials: with min_trials a −10 % change slips through.
+async def test_with_nothing_learned_the_baseline_gets_max_trials(ledger, judge_update, baseline_trials):
+    # The baseline cannot be extended once the candidate runs: with no learned noise it gets the whole budget.
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update=judge_update)}))
     a = adapters()
     await _run(ledger, a, p=p)
-    assert a.bench.calls[0] == (None, baseline_trials)
+    assert a.bench.calls[0] == (None, {1: baseline_trials, 64: baseline_trials})
     assert a.bench.calls[1] == (None, p.policy.judge.min_trials)
+    assert a.judge.noise == {}
+
+
+def _spread(values: list[float]) -> dict:
+    one = bench({1: 1.0, 64: 1.0}, trials=len(values))
+    levels = tuple(replace(lv, trials=tuple(replace(t, output_tok_s=v) for t, v in zip(lv.trials, values)))
+                   for lv in one.levels)
+    return replace(one, levels=levels).to_dict()
+
+
+@pytest.mark.parametrize("history,baseline_trials", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 2),
+                                                      ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 5)])
+async def test_the_hosts_learned_noise_sizes_the_baseline_and_reaches_the_judge(ledger, history, baseline_trials):
+    p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
+    earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
+                                   unit_text="old", unit_hash="old", who="t", finished=True)
+    ledger.save_bench(earlier, "baseline", _spread(history), unit_hash="old", bench_key=bench_key(p.policy), host=p.host)
+    a = adapters()
+    await _run(ledger, a, p=p)
+    assert a.bench.calls[0] == (None, {1: baseline_trials, 64: baseline_trials})
+    assert set(a.judge.noise) == {1, 64} and a.judge.noise[64].df == 4
 
 
 async def test_preflight_errors_refuse_before_touching_anything(ledger):

@@ -1,0 +1,59 @@
+"""Shell completion through the script bootstrap installs (bash runs argcomplete's hook as a shell would), and
+the man page bootstrap generates from the parser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from testpaths import REPO
+
+EXAMPLE = str(REPO / "inventory" / "example.yaml")
+VENV_BIN = REPO / ".venv" / "bin"
+BASH_SCRIPT = REPO / ".venv" / "share" / "deployctl" / "completions" / "deployctl.bash"
+
+
+def complete(line: str) -> list[str]:
+    """What bash offers for ``line`` (the cursor at its end), through the installed completion script."""
+    words = line.split(" ")
+    script = f"""
+source {BASH_SCRIPT}
+COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; COMP_TYPE=9
+COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}
+_python_argcomplete deployctl
+printf '%s\\n' "${{COMPREPLY[@]}}"
+"""
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    env.pop("DEPLOYCTL_INVENTORY", None)
+    done = subprocess.run(["bash", "--norc", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    return [word.strip() for word in done.stdout.splitlines() if word.strip()]
+
+
+def test_bootstrap_wrote_completion_for_three_shells() -> None:
+    folder = BASH_SCRIPT.parent
+    assert "complete " in BASH_SCRIPT.read_text()
+    assert "compdef" in (folder / "_deployctl").read_text()
+    assert "complete --command deployctl" in (folder / "deployctl.fish").read_text()
+
+
+def test_bash_completes_a_deployment_name_from_the_inventory() -> None:
+    assert complete(f"deployctl status -i {EXAMPLE} -d g") == ["glm5"]
+    assert {"glm5", "qwen35"} <= set(complete(f"deployctl status -i {EXAMPLE} "))  # the positional alias
+
+
+def test_bash_completes_verbs_options_and_profiles() -> None:
+    assert complete("deployctl prom") == ["promote"]
+    assert "--dry-run" in complete("deployctl promote --dr")
+    assert complete(f"deployctl render -i {EXAMPLE} -d glm5 --profile c") == ["candidate"]
+
+
+def test_man_deployctl_shows_the_verbs_and_the_exit_codes() -> None:
+    if shutil.which("man") is None:
+        pytest.fail("man is missing: scripts/bootstrap installs man-db")
+    env = {**os.environ, "MANPAGER": "cat", "MANWIDTH": "120", "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    done = subprocess.run(["man", "deployctl"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "deployctl promote" in done.stdout and "rollback failed: manual action needed" in done.stdout

@@ -1,0 +1,225 @@
+"""Every verb × {--help, --json, a bad argument, no system bus / not root}: the exit code, valid JSON on
+stdout under --json, and never a traceback. Runs ``deployctl.cli.main`` in-process (fast), except where
+the process itself is the point (a closed or full stdout, another user)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from testpaths import DATA, REPO
+
+from deployctl import commands
+from deployctl.cli import main
+from deployctl.errors import EXIT_CODES, ExitCode
+
+EXAMPLE = str(REPO / "inventory" / "example.yaml")
+LOG = str(DATA / "logs" / "01-qwen35-122b-tp4-mtp-baseline-v0.5.10.log")
+VERBS = sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
+               if not m.name.startswith("_") and m.name != "options" and m.name != "output")
+# The verbs that name a deployment, and how (the alias column: the first positional also works).
+DEPLOYMENT_VERBS = {"abort", "bench", "canary", "check", "diff", "history", "promote", "render", "restart", "rollback",
+                    "startup-diff", "startup-report", "status"}
+
+
+@pytest.fixture
+def no_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No system bus, a private state directory and unit directories: nothing on this host is touched."""
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={tmp_path}/no-such-bus")
+    for name in ("DEPLOYCTL_UNIT_DIR", "DEPLOYCTL_RUNTIME_UNIT_DIR", "DEPLOYCTL_BACKUP_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("DEPLOYCTL_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "state").mkdir()
+    monkeypatch.setenv("DEPLOYCTL_INVENTORY", EXAMPLE)
+    return tmp_path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out, err
+    return code, out, err
+
+
+def test_the_table_covers_every_verb() -> None:
+    assert set(VERBS) == set(JSON_CASES), "a new verb needs a row in JSON_CASES"
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_help_lists_every_exit_code_and_how_to_name_the_deployment(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run([verb, "--help"], capsys)
+    assert code == 0
+    assert f"deployctl {verb}" in out and "exit codes" in out
+    for number, meaning in EXIT_CODES:
+        assert f"{number:>3}  {meaning}" in out
+    for option in ("--inventory", "--state-dir", "--json", "--no-color", "--verbose"):
+        assert option in out
+    if verb in DEPLOYMENT_VERBS:  # -d everywhere, and the help says whether a positional alias works
+        assert "-d DEPLOYMENT, --deployment DEPLOYMENT" in out
+        flat = " ".join(out.split())
+        assert any(words in flat for words in ("same as -d DEPLOYMENT (an alias)", "first of two positional arguments",
+                                               "first of three positional arguments", "-d only: the positional"))
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bad_argument_exits_2(verb: str, as_json: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run([verb, "--no-such-option", *(["--json"] if as_json else [])], capsys)
+    assert code == ExitCode.BAD_INPUT
+    if as_json:
+        error = json.loads(out)
+        assert error["exit_code"] == 2 and error["hint"].startswith(f"usage: deployctl {verb}")
+    else:
+        assert err.startswith("error: ") and f"hint: usage: deployctl {verb}" in err
+
+
+# verb → (arguments after the verb, expected exit code) with --json, no system bus, a fresh state directory.
+JSON_CASES: dict[str, tuple[list[str], int]] = {
+    "validate": ([], ExitCode.OK),
+    "render": (["glm5"], ExitCode.OK),
+    "diff": (["glm5", "baseline", "baseline", "--unit"], ExitCode.OK),
+    "check": (["-d", "glm5", "--profile", "nope"], ExitCode.BAD_INPUT),
+    "judge": (["/nonexistent/a.json", "/nonexistent/b.json"], ExitCode.BAD_INPUT),
+    "bench": (["--url", "http://127.0.0.1:9", "-c", "1", "--requests", "1", "--warmup", "0"], ExitCode.ENVIRONMENT),
+    "startup-report": ([LOG], ExitCode.OK),
+    "startup-diff": ([LOG, LOG], ExitCode.OK),
+    "history": ([], ExitCode.OK),
+    "show": (["1"], ExitCode.BAD_INPUT),
+    "status": (["glm5"], ExitCode.ENVIRONMENT),
+    "restart": (["glm5", "--profile", "baseline"], ExitCode.ENVIRONMENT),
+    "promote": (["candidate", "-d", "glm5", "--skip-preflight"], ExitCode.ENVIRONMENT),
+    "rollback": (["-d", "glm5"], ExitCode.ENVIRONMENT),
+    "abort": (["glm5"], ExitCode.OK),
+    "demo": ([], ExitCode.ENVIRONMENT),  # not root (below)
+    "canary": (["glm5"], ExitCode.ENVIRONMENT),
+    "report": (["1"], ExitCode.BAD_INPUT),  # no ledger yet
+}
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_json_on_every_verb_is_one_json_document(
+    verb: str, no_bus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if verb == "demo":
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    args, expected = JSON_CASES[verb]
+    # --json after the verb's arguments here, before the verb in the next test: both are the same option.
+    code, out, _ = run([verb, *args, "--json"], capsys)
+    assert code == expected, out
+    document = json.loads(out)
+    if expected not in (ExitCode.OK, ExitCode.PREFLIGHT_REFUSED):
+        assert set(document) == {"error", "hint", "exit_code"} and document["exit_code"] == expected
+
+
+def test_global_options_work_before_and_after_the_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    before = run(["--json", "-i", EXAMPLE, "render", "-d", "qwen35"], capsys)
+    after = run(["render", "qwen35", "-i", EXAMPLE, "--json"], capsys)
+    assert before == after and json.loads(before[1])["unit"] == "sglang-qwen35.service"
+    code, _, err = run(["startup-report", LOG, "-v"], capsys)
+    assert code == 0
+
+
+def test_the_positional_alias_and_d_must_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["render", "glm5", "-d", "qwen35", "-i", EXAMPLE], capsys)
+    assert code == ExitCode.BAD_INPUT and "two deployments named" in err
+    for words in (["glm5", "candidate"], ["candidate", "-d", "glm5"], ["-d", "glm5", "--profile", "candidate"]):
+        code, out, _ = run(["promote", *words, "--dry-run", "--skip-preflight", "-i", EXAMPLE, "--json"], capsys)
+        assert code == 0 and (json.loads(out)["deployment"], json.loads(out)["profile"]) == ("glm5", "candidate")
+    code, _, err = run(["promote", "baseline", "-d", "glm5", "-p", "candidate", "--dry-run", "-i", EXAMPLE], capsys)
+    assert code == ExitCode.BAD_INPUT and "two profiles named" in err
+
+
+def test_promote_dry_run_tells_the_whole_plan(no_bus: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run"], capsys)
+    assert code == ExitCode.OK  # glm5-host is not this machine: pre-flight warns, and a warning does not refuse
+    assert "KV cache tokens (max_total_num_tokens) may drop ≤ 25 %" in out
+    assert "WARN  host-remote" in out and "pre-flight would let it proceed with the warnings above" in out
+    assert "the real run needs root" in out
+    assert "host glm5-host is remote (glm5-host.lan)" in out
+    code, out, _ = run(["promote", "candidate", "-d", "glm5", "--dry-run", "--json"], capsys)
+    plan = json.loads(out)
+    assert code == 0 and not plan["preflight_would_refuse"] and plan["needs_root"] and plan["remote_host"] == "glm5-host.lan"
+    assert any("KV cache" in gate for gate in plan["startup_gates"])
+    assert not list((no_bus / "state").iterdir())  # a dry run writes nothing
+
+
+def test_promote_dry_run_shows_what_pre_flight_would_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = tmp_path / "inv.yaml"  # a simulated host: its flag table is known, so a misspelt flag is an ERROR
+    inventory.write_text((REPO / "inventory" / "demo.yaml").read_text().replace(
+        "enable-flashinfer-allreduce-fusion: true", "enable-flashinfer-allreduce-fusoin: true"))
+    code, out, _ = run(["promote", "candidate", "-d", "glm5-sim", "--dry-run", "-i", str(inventory),
+                        "--state-dir", str(tmp_path)], capsys)
+    assert code == ExitCode.PREFLIGHT_REFUSED and "pre-flight would REFUSE this promote (exit 3)" in out
+    assert "ERROR" in out and "fusoin" in out
+
+
+@pytest.mark.parametrize("verb", ["history", "show", "status"])
+def test_read_only_verbs_on_a_missing_state_dir_say_so_and_create_nothing(
+    verb: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "never-made"
+    args = {"history": [], "show": ["1"], "status": ["glm5"]}[verb]
+    code, _, err = run([verb, *args, "-i", EXAMPLE, "--state-dir", str(missing)], capsys)
+    assert code == ExitCode.BAD_INPUT and f"the state directory {missing} does not exist" in err
+    assert not missing.exists()
+
+
+def test_history_on_an_empty_state_dir_creates_no_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["history", "--state-dir", str(tmp_path), "--json"], capsys)[:2] == (0, "[]\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_into_a_directory_that_does_not_exist_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "units"
+    assert run(["render", "-d", "glm5", "-i", EXAMPLE, "-o", f"{target}/"], capsys)[0] == 0
+    assert (target / "sglang-glm5.service").read_text().count("[Unit]") == 1
+
+
+def test_diff_unit_of_identical_profiles_says_no_differences(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["diff", "glm5", "baseline", "baseline", "--unit", "-i", EXAMPLE], capsys)
+    assert code == 0 and out == "glm5: baseline -> baseline: no differences\n"
+
+
+def _deployctl(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "deployctl", *args], text=True, capture_output=True,
+                          timeout=60, **kwargs)  # type: ignore[call-overload]
+
+
+def test_a_full_stdout_is_exit_5_without_a_traceback() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "deployctl", "render", "glm5", "-i", EXAMPLE, "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == ExitCode.ENVIRONMENT, done.stderr
+    assert "no space left" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_closed_stdout_is_not_an_error() -> None:
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run([sys.executable, "-m", "deployctl", "validate", "-i", EXAMPLE, "--json"],
+                              stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root (CI runs as root)")
+def test_not_root_is_exit_5(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)  # root's, as /var/lib/deployctl is
+    tmp_path.chmod(0o755)
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "deployctl",
+         "restart", "glm5", "--profile", "baseline", "-i", EXAMPLE, "--state-dir", str(state), "--json"],
+        capture_output=True, text=True, timeout=60, cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == ExitCode.ENVIRONMENT, done.stdout + done.stderr
+    assert json.loads(done.stdout)["exit_code"] == ExitCode.ENVIRONMENT and "Traceback" not in done.stderr

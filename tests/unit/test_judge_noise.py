@@ -1,0 +1,86 @@
+"""Learning a host's noise from repeated measurements of an unchanged release."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.noise import aa_samples, baseline_trials, learn, learn_from, planned_trials
+from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, pool
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_judge import sweep, trial  # noqa: E402
+
+
+def log_sd(values: list[float]) -> float:
+    logs = [math.log(v) for v in values]
+    m = sum(logs) / len(logs)
+    return math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def test_samples_pool_their_spread_not_the_distance_between_their_means():
+    # Two days at different speeds (drift), each with the same small spread: σ is the spread.
+    day1 = [1000.0, 1010.0, 990.0]
+    day2 = [900.0, 909.0, 891.0]
+    est = learn(None, [day1, day2])
+    assert est.df == 4
+    assert est.sigma == pytest.approx(math.sqrt((log_sd(day1) ** 2 + log_sd(day2) ** 2) / 2))
+
+
+def test_a_prior_is_updated_and_its_weight_capped():
+    prior = NoiseEstimate(0.03, 100)
+    est = learn(prior, [[1000.0, 1001.0, 999.0, 1000.5, 999.5]])
+    assert est.df == MAX_PRIOR_DF
+    assert 0.01 < est.sigma < 0.03  # the quiet new sample pulls it down, the capped history still counts
+    unchanged = learn(prior, [])
+    assert unchanged.sigma == pytest.approx(0.03) and unchanged.df == MAX_PRIOR_DF
+    assert learn(None, [[1000.0]]) is None
+
+
+def test_an_outlier_trial_is_not_learned_as_noise():
+    est = learn(None, [[1000.0, 1002.0, 998.0, 1001.0, 700.0]])
+    assert est.df == 3 and est.sigma < 0.005
+
+
+def test_the_ledger_form_round_trips_and_rejects_nonsense():
+    est = NoiseEstimate(0.021, 12)
+    assert NoiseEstimate.from_dict(est.to_dict()) == est
+    for bad in ({"sigma": -1, "df": 3}, {"sigma": 0.02, "df": 0}, {"sigma": float("nan"), "df": 3}):
+        with pytest.raises(ValueError):
+            NoiseEstimate.from_dict(bad)
+
+
+def test_pooling_weighs_the_prior_by_its_df_and_the_current_trials_by_theirs():
+    p = pool(NoiseEstimate(0.02, 10), current_ss=0.04 ** 2 * 5, current_df=5)
+    assert p.df == 15 and p.prior_df == 10
+    assert p.sigma == pytest.approx(math.sqrt((10 * 0.02 ** 2 + 5 * 0.04 ** 2) / 15))
+    assert pool(None, 0.0, 0) is None
+
+
+def test_a_quiet_host_gets_the_minimum_baseline_a_noisy_one_more_never_past_the_budget():
+    limit = -math.log(0.95)
+    kw = dict(false_fail=0.01, miss=0.05, least=2, most=5)
+    assert planned_trials(0.01, limit, **kw) == 2
+    assert planned_trials(0.03, limit, **kw) == 3
+    assert planned_trials(0.2, limit, **kw) == 5
+    assert planned_trials(None, limit, **kw) == 5
+
+
+def test_the_policy_sizes_each_levels_baseline_and_an_explicit_count_wins():
+    policy = JudgePolicy(levels={64: {"limit_pct": 15}})
+    assert baseline_trials(policy, 0.05, 8) == 5
+    assert baseline_trials(policy, 0.05, 64) == 2  # a wide limit needs fewer trials
+    assert baseline_trials(policy, None, 8) == 5
+    assert baseline_trials(JudgePolicy(baseline_trials=4), 0.01, 8) == 4
+
+
+def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
+    result = sweep({8: [1000.0, 1010.0, trial(8, 3, 5.0, invalid="client saturated")], 64: [500.0]})
+    assert aa_samples(result, "output_tok_s") == {8: [1000.0, 1010.0]}
+    known = {64: NoiseEstimate(0.02, 4)}
+    learned = learn_from(known, result, "output_tok_s")
+    assert learned[64] == known[64] and learned[8].df == 1
