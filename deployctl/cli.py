@@ -31,14 +31,6 @@ from deployctl.errors import DeployctlError, ExitCode, UsageError, exit_code_of,
 
 log = logging.getLogger("deployctl")
 
-<<<<<<< HEAD
-EPILOG = """\
-exit codes: 0 done · 1 bug · 2 bad input · 3 refused by preflight · 4 busy ·
-            10 candidate rejected and rolled back · 11 inconclusive, baseline kept ·
-            12 rollback failed (manual action needed) · 130 interrupted
-            30 detached (goes on in its unit) · 31 operation killed without a result ·
-            32 host unreachable · 33 SSH login refused · 34 incompatible or missing deployctl on the host
-=======
 DESCRIPTION = "Promote a new SGLang configuration under systemd; keep it only if the evidence says so."
 EPILOG = f"""\
 The deployment is named with -d/--deployment in every verb that takes one; where no other argument
@@ -47,7 +39,6 @@ Global options (-i, --state-dir, -v, --json, --no-color) go before or after the 
 
 exit codes:
 {exit_codes_text()}
->>>>>>> main
 """
 VERB_EPILOG = f"""\
 exit codes (all verbs):
@@ -79,7 +70,7 @@ def _verbs(only: str | None = None) -> list[ModuleType]:
     return sorted(found, key=lambda m: m.NAME)
 
 
-_VALUED = {"-i", "--inventory", "--state-dir"}  # global options that take a value
+_VALUED = {"-i", "--inventory", "--state-dir", "-H", "--host", "--inventory-from"}  # global options that take a value
 
 
 def _requested_verb(argv: Sequence[str]) -> str | None:
@@ -99,17 +90,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = Parser(prog="deployctl", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
-<<<<<<< HEAD
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    parser.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
-                        help="run the verb on that host over ssh, with this inventory (see README: from a laptop)")
-    parser.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
-    parser.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # set by -H for the host's ledger
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-=======
     add_global_options(parser, in_verb=False)
+    _add_remote_options(parser)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
->>>>>>> main
     for module in _verbs(_requested_verb(argv)):
         verb = sub.add_parser(
             module.NAME,
@@ -122,6 +105,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         add_global_options(verb, in_verb=True)
         verb.set_defaults(_run=module.run, _usage=verb.format_usage().strip())
     return parser
+
+
+def _add_remote_options(parser: argparse.ArgumentParser) -> None:
+    """``-H`` (before the verb): run it on a host over ssh (deployctl.commands._remote)."""
+    group = parser.add_argument_group("remote (before the verb)")
+    group.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
+                       help="run the verb on that host over ssh, with this inventory (README: from a laptop)")
+    group.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
+    group.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # -H tells the host's ledger
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -150,29 +142,14 @@ def _completion_argv(argv: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-<<<<<<< HEAD
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    _configure_logging(args.verbose)
-    args._argv = argv
-    if args.inventory_from:
-        os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
-    if os.environ.get("DEPLOYCTL_OPERATION"):  # inside a transient unit (deployctl.live.operation)
+    if os.environ.get("DEPLOYCTL_OPERATION"):  # inside a transient unit: the follower reads the exit code
         from deployctl.live.operation import run_as_worker
 
-        return run_as_worker(lambda: _dispatch(args, argv))
-    return _dispatch(args, argv)
+        return run_as_worker(lambda: _main(argv))
+    return _main(argv)
 
 
-def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
-    """Run the verb (here, or on ``-H``'s host) under the one error policy."""
-    try:
-        if args.host:
-            from deployctl.commands._remote import run_remote
-
-            return run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
-        return int(args._run(args))
-=======
+def _main(argv: list[str]) -> int:
     as_json = "--json" in argv
     try:
         parser = build_parser(_completion_argv(argv))
@@ -189,21 +166,22 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         if args.no_color:
             os.environ["NO_COLOR"] = "1"  # rich and use_colour() both honour it
         finish_arguments(args)
-        code = int(args._run(args))
+        args._argv = argv
+        if args.inventory_from:
+            os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
+        if args.host:
+            from deployctl.commands._remote import run_remote
+
+            code = run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
+        else:
+            code = int(args._run(args))
         _flush_stdout()
         return code
->>>>>>> main
     except DeployctlError as exc:
         return _fail(exc.message, exc.hint, exit_code_of(exc), as_json and not exc.after_result)
     except BrokenPipeError:
-<<<<<<< HEAD
-        # `deployctl history | head` closed our stdout: not an error. Point stdout at devnull so the
-        # interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-=======
         # `deployctl history | head` closed our stdout: not an error of ours.
         _silence_stdout()
->>>>>>> main
         return ExitCode.OK
     except OSError as exc:
         if exc.errno != errno.ENOSPC:

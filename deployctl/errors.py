@@ -61,6 +61,11 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.ROLLBACK_FAILED, "rollback failed: manual action needed"),
     (ExitCode.CANARY_DEGRADED, "canary: the live release is degraded"),
     (ExitCode.CANARY_PROMOTED, "canary: the pending candidate was tried and kept"),
+    (ExitCode.DETACHED, "detached: the operation goes on in its unit (deployctl attach follows it again)"),
+    (ExitCode.OPERATION_LOST, "the operation was killed before it reported how it ended (see the ledger)"),
+    (ExitCode.SSH_UNREACHABLE, "-H: the host is unreachable over SSH"),
+    (ExitCode.SSH_REFUSED, "-H: the SSH login was refused"),
+    (ExitCode.REMOTE_INCOMPATIBLE, "-H: the host's deployctl is missing or of another version"),
     (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, deployctl abort)"),
 )
 
@@ -132,14 +137,6 @@ class RollbackFailed(DeployctlError):
     exit_code = ExitCode.ROLLBACK_FAILED
 
 
-<<<<<<< HEAD
-class RemoteError(DeployctlError):
-    """``deployctl -H``: the host could not be reached, refused us, or runs another deployctl."""
-
-    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.exit_code = exit_code
-=======
 def _environmental(exc: BaseException) -> bool:
     seen: set[int] = set()
     cause: BaseException | None = exc.__cause__ or exc.__context__
@@ -158,4 +155,11 @@ def exit_code_of(exc: DeployctlError) -> int:
     if exc.exit_code in (ExitCode.BUG, ExitCode.FAILED) and _environmental(exc):
         return ExitCode.ENVIRONMENT
     return exc.exit_code
->>>>>>> main
+
+
+class RemoteError(DeployctlError):
+    """``deployctl -H``: the host could not be reached, refused us, or runs another deployctl."""
+
+    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from deployctl import __version__
 from deployctl.adapters.ssh import SSH_FAILED, Target, capture, compatible, connection_error, parse_target, ssh_argv, stream
-from deployctl.commands._inventory import inventory_path
+from deployctl.commands.options import INVENTORY_ENV, inventory_path
 from deployctl.errors import ExitCode, InputError, RemoteError
 
 REMOTE_COMMAND_ENV = "DEPLOYCTL_REMOTE_COMMAND"  # the deployctl on the host, e.g. "sudo deployctl"
@@ -100,12 +100,19 @@ def _probe(target: Target, base: list[str], inventory: bytes | None, options: Se
     return out[2] if inventory is not None and len(out) > 2 else None
 
 
+def _local_inventory(args: argparse.Namespace) -> Path | None:
+    """The inventory to send: the one named (-i, $DEPLOYCTL_INVENTORY), else the default one if it exists."""
+    path = Path(inventory_path(args))
+    named = getattr(args, "inventory", None) or os.environ.get(INVENTORY_ENV)
+    return path if named or path.exists() else None
+
+
 def run_remote(host: str, argv: Sequence[str], args: argparse.Namespace, *, remote_inventory: bool) -> int:
     target = parse_target(host)
     base = shlex.split(os.environ.get(REMOTE_COMMAND_ENV) or "deployctl")
     options = shlex.split(os.environ.get(SSH_OPTIONS_ENV, ""))
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    local = Path(inventory_path(args)) if hasattr(args, "inventory") and not remote_inventory else None
+    local = None if remote_inventory else _local_inventory(args)
     try:
         data = local.read_bytes() if local else None
     except OSError as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from deployctl.commands._release_verbs import add_state_dir_argument, state_dir
+from deployctl.commands._release_verbs import add_site_arguments, state_dir
+from deployctl.errors import UsageError
 from deployctl.live.operation import attach
 from deployctl.live.restart import Endpoint
 
@@ -18,15 +19,16 @@ Ctrl-C detaches again (exit 30). An operation whose process was killed ends with
 (`deployctl history`) says how it was recovered.
 
 examples:
-  deployctl attach glm5
+  deployctl attach -d glm5
   deployctl -H gpu-node-3 attach glm5
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("deployment", metavar="DEPLOYMENT", help="the deployment whose operation to follow")
-    add_state_dir_argument(parser)
+    add_site_arguments(parser, help="the deployment whose operation to follow")
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.deployment:
+        raise UsageError("which deployment's operation?", hint="deployctl attach -d DEPLOYMENT")
     return asyncio.run(attach(Endpoint.from_env(), state_dir(args), args.deployment))

@@ -76,21 +76,9 @@ def run(args: argparse.Namespace) -> int:
     _one_profile(args)
     site = site_from_args(args)
     if args.dry_run:
-<<<<<<< HEAD
-        plan = site.plan(args.profile, need_known_good=False)
-        if args.json:
-            emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
-                       "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
-                       "would_restart": [] if plan.unchanged else [plan.unit_name],
-                       "policy": plan.policy.model_dump(mode="json")})
-        else:
-            emit(plan_lines(plan))
-        return 0
+        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
     if args.in_unit:
         return run_in_unit(args, NAME, site)
-=======
-        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
->>>>>>> main
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
