@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _recover(site: Site) -> list[str]:
     with Ledger.open(site.state_dir) as ledger:
+        if not ledger.unfinished(site.name):
+            return []
         async with live_adapters(site, None) as adapters:
             return await recover_first(ledger, site, adapters, NAME)
 

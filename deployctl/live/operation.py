@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Sequence, TextIO
 from deployctl.adapters.journal import decode_message, journal_argv
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.transient import TransientService, operation_unit
-from deployctl.errors import Busy, ExitCode, InputError
+from deployctl.errors import Busy, ExitCode, InputError, SystemdError
 from deployctl.live.restart import Endpoint
 
 WORKER_ENV = "DEPLOYCTL_OPERATION"
@@ -91,6 +91,9 @@ async def launch(endpoint: Endpoint, state_dir: Path, verb: str, deployment: str
         await systemd.reset_failed(unit)
         (await systemd.start_transient(unit, service.properties())).check()
         invocation = (await systemd.unit_state(unit)).invocation_id
+        if not invocation:  # it ended (and was collected) before we could ask: only the journal knows why
+            raise SystemdError(f"{unit} ended as soon as it started",
+                               hint=f"see `journalctl -u {unit} -n 50`")
     record = OperationRecord(deployment, verb, unit, invocation, time.time())
     record.save(state_dir)
     return record
