@@ -27,12 +27,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
 from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.startup.parser import StartupReport
+from deployctl.units.stamp import read_stamp, unit_hash
 
 DEFAULT_STATE_DIR = Path("/var/lib/deployctl")
 LEDGER_FILE = "ledger.sqlite3"
+_MEMORY = Path(":memory:")  # SQLite's name for a database in memory
+_LEDGER_VERSION = 1  # PRAGMA user_version; Ledger._migrate brings older ledgers up to it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -138,18 +143,52 @@ class Ledger:
         self.path = path
         self._clock = clock
         try:
-            _private_files(path)
+            if path != _MEMORY:
+                _private_files(path)
             self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # the intent must survive a power cut
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except (sqlite3.Error, OSError) as exc:
             raise DeployctlError(
                 f"cannot open the ledger {path}: {exc}",
                 hint="run as root, or point --state-dir / $DEPLOYCTL_STATE_DIR at a writable directory",
             ) from exc
+
+    def _migrate(self) -> None:
+        """Bring a ledger written by an older deployctl to the current rules; its rows stay valid."""
+        if self._version() >= _LEDGER_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")  # one process migrates; the others then see the new version
+        try:
+            if self._version() < 1:
+                self._rehash_units()
+            self._db.execute(f"PRAGMA user_version={_LEDGER_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _rehash_units(self) -> None:
+        """Version 0 hashed the whole unit text; the one rule now is ``units.stamp.unit_hash`` (the stamp's)."""
+        for row in self._db.execute("SELECT id, unit_text, unit_hash, redacted FROM releases").fetchall():
+            stamp = read_stamp(row["unit_text"])
+            # A redacted text no longer hashes as the original, but its stamp still names the original.
+            new = stamp.sha256 if row["redacted"] and stamp else unit_hash(row["unit_text"])
+            if new != row["unit_hash"]:
+                self._db.execute("UPDATE releases SET unit_hash=? WHERE id=?", (new, row["id"]))
+                self._db.execute("UPDATE benchmarks SET unit_hash=? WHERE unit_hash=?", (new, row["unit_hash"]))
+
+    @classmethod
+    def in_memory(cls, **kwargs: Any) -> "Ledger":
+        """A ledger that lives in memory and touches no file (the runner's tests)."""
+        return cls(_MEMORY, **kwargs)
 
     @classmethod
     def open(cls, state_dir: Path, **kwargs: Any) -> "Ledger":
@@ -213,9 +252,10 @@ class Ledger:
             "UPDATE releases SET phase=?, state_json=? WHERE id=?", (state.get("phase"), _dumps(redact(state)), release_id)
         )
 
-    def save_startup(self, release_id: int, role: str, report: Mapping[str, Any] | None) -> None:
+    def save_startup(self, release_id: int, role: str, report: StartupReport | None) -> None:
         column = {"baseline": "baseline_startup_json", "candidate": "startup_json"}[role]
-        self._write(f"UPDATE releases SET {column}=? WHERE id=?", (_dumps(redact(report)), release_id))
+        self._write(f"UPDATE releases SET {column}=? WHERE id=?",
+                    (_dumps(redact(report.to_dict()) if report is not None else None), release_id))
 
     def finish(self, release_id: int, *, result: str, verdict: str | None, reasons: list[str] | tuple[str, ...]) -> None:
         self._write(
@@ -287,7 +327,7 @@ class Ledger:
         self,
         release_id: int,
         role: str,
-        result: Mapping[str, Any],
+        result: BenchResult,
         *,
         unit_hash: str,
         bench_key: str,
@@ -297,7 +337,7 @@ class Ledger:
         self._write(
             "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(redact(dict(result)))),
+            (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key, _dumps(redact(result.to_dict()))),
         )
 
     def benches(self, release_id: int) -> list[StoredBench]:

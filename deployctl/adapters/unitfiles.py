@@ -15,38 +15,17 @@ The caller reloads systemd after any change (``Systemd.reload``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deployctl.errors import InputError, SystemdError
+from deployctl.units.stamp import stamp_keys, unit_hash
 
-MARKER_PREFIX = "X-Deployctl-"
 DEFAULT_UNIT_DIR = Path("/etc/systemd/system")
 DEFAULT_RUNTIME_DIR = Path("/run/systemd/system.control")
 DEFAULT_BACKUP_DIR = Path("/var/lib/deployctl/units")
-
-
-def unit_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def deployctl_keys(text: str) -> dict[str, str]:
-    """The ``X-Deployctl-*`` keys of the ``[Unit]`` section, without the prefix: ``{"Deployment": "glm5", …}``."""
-    keys: dict[str, str] = {}
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-        elif section == "Unit" and line.startswith(MARKER_PREFIX) and "=" in line:
-            key, _, value = line.partition("=")
-            keys[key[len(MARKER_PREFIX):].strip()] = value.strip()
-    return keys
 
 
 @dataclass(frozen=True)
@@ -76,7 +55,7 @@ class UnitFile:
 
     @property
     def sha256(self) -> str:
-        return unit_sha256(self.text)
+        return unit_hash(self.text)
 
 
 @dataclass(frozen=True)
@@ -119,7 +98,7 @@ def _read(path: Path, trial: bool) -> UnitFile | None:
         return None
     except OSError as exc:
         raise SystemdError(f"cannot read {path}: {exc.strerror}") from exc
-    return UnitFile(path=path, text=text, trial=trial, keys=deployctl_keys(text))
+    return UnitFile(path=path, text=text, trial=trial, keys=stamp_keys(text))
 
 
 class UnitFiles:

@@ -22,18 +22,18 @@ from deployctl.adapters.ledger import (
     who_from_env,
 )
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands.options import DEPLOYMENT_HELP, add_deployment
 from deployctl.errors import Busy, InputError
 from deployctl.inventory.policy import Policy
 from deployctl.live.bindings import live_adapters
+from deployctl.live.protocols import Adapters, Progress
 from deployctl.live.recovery import recover, recovery_plan
-from deployctl.live.runner import Adapters, Progress
 from deployctl.live.site import Site, make_site
 from deployctl.promote import machine as m
 from deployctl.promote.records import Release
 from deployctl.promote.report import live_release_line
+from deployctl.units.stamp import unit_hash
 
 
 def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True, help: str = DEPLOYMENT_HELP) -> None:
@@ -70,9 +70,18 @@ def limits(policy: Policy, *, preflight: bool = True) -> m.Limits:
 
 @contextmanager
 def locked(site: Site, verb: str) -> Iterator[DeploymentLock]:
-    """Hold the deployment's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it."""
-    lock = DeploymentLock(site.state_dir, site.name)
+    """Hold the unit's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it.
+
+    A verb that changes things also makes the state directory (0700), which read-only verbs expect and
+    never create: the lock no longer lives there, so it is made here."""
+    lock = site.lock()
     lock.acquire(verb, who())
+    try:
+        site.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        lock.release()
+        raise InputError(f"cannot create the state directory {site.state_dir}: {exc.strerror}",
+                         hint="run as root, or pass --state-dir DIR (or $DEPLOYCTL_STATE_DIR)") from None
     try:
         yield lock
     finally:
@@ -84,7 +93,7 @@ def adopt_installed(ledger: Ledger, site: Site) -> int | None:
     known = site.unit_files().known_good(site.unit)
     if known is None:
         return None
-    digest = unit_sha256(known.text)
+    digest = unit_hash(known.text)
     live = ledger.live_release(site.name)
     if live is not None and live.unit_hash == digest:
         return live.id
@@ -147,4 +156,4 @@ def read_live_release(site: Site) -> tuple[Release | None, str]:
     known = site.unit_files().known_good(site.unit)
     with Ledger.open(site.state_dir) as ledger:
         release = live_release(ledger, site.name)
-    return release, live_release_line(release, unit_sha256(known.text) if known else None)
+    return release, live_release_line(release, unit_hash(known.text) if known else None)

@@ -17,7 +17,8 @@ from deployctl.commands._inventory import deployment_name, load_inventory_from_a
 from deployctl.commands.options import add_deployment
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import BenchPolicy
-from deployctl.live.sweep import Progress, run_sweep
+from deployctl.live.measure import measure
+from deployctl.live.sweep import Progress
 
 NAME = "bench"
 HELP = "benchmark a server: streaming requests at fixed concurrency levels, the operators' table + JSON"
@@ -116,14 +117,14 @@ def _resolve(args: argparse.Namespace) -> _Target:
             raise InputError("give either a deployment or --url, not both")
         return _Target(args.url.rstrip("/"), BenchPolicy())
     from deployctl.inventory.model import deployment_policy
+    from deployctl.live.site import server_url
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(deployment_name(inv, args))
     host = inv.host_of(dep)
-    address = "127.0.0.1" if host.address in ("localhost", "127.0.0.1", "::1") else host.address
     preset = inv.models.get(dep.model)
     model = (preset.served_name or preset.path) if preset else None
-    return _Target(f"http://{address}:{dep.port}", deployment_policy(inv, dep).bench, model, host.simulated)
+    return _Target(server_url(host, dep.port), deployment_policy(inv, dep).bench, model, host.simulated)
 
 
 def _policy(base: BenchPolicy, args: argparse.Namespace) -> BenchPolicy:
@@ -152,36 +153,30 @@ async def _measure(
         loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C raises KeyboardInterrupt
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
-    sampler = await _telemetry_sampler(target)
     try:
         with _ProgressDisplay(out) as progress:
-            result = await run_sweep(
-                target.url, policy, levels=policy.concurrency, trials=args.trials, progress=progress,
-                model=target.model, vocab_size=args.vocab_size, text_prompt=args.text_prompt,
-                duration_s=args.duration, request_rate=args.request_rate, seed=args.seed,
-                telemetry=sampler.window if sampler else None, stop=stop,
+            result = await measure(
+                target.url, policy, simulated=await _simulated(target), say=lambda text: print(text, file=out),
+                levels=policy.concurrency, trials=args.trials, progress=progress, model=target.model,
+                vocab_size=args.vocab_size, text_prompt=args.text_prompt, duration_s=args.duration,
+                request_rate=args.request_rate, seed=args.seed, stop=stop,
             )
     finally:
-        if sampler:
-            sampler.stop()
-            if sampler.unavailable:
-                print(f"GPU telemetry unavailable: {sampler.unavailable}", file=out)
         loop.remove_signal_handler(signal.SIGINT)
     return result, stop.is_set()
 
 
-async def _telemetry_sampler(target: _Target):
+async def _simulated(target: _Target) -> bool:
+    """Whether the server is the simulator (its telemetry then comes from its own endpoint)."""
+    if target.simulated is not None:
+        return target.simulated
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.live.telemetry import TelemetrySampler
 
-    simulated = target.simulated
-    if simulated is None:
-        async with ControlClient(target.url) as control:
-            try:
-                simulated = await control.is_simulator()
-            except ServerUnreachable:
-                simulated = False  # run_sweep reports the unreachable server with the right endpoint
-    return TelemetrySampler.for_server(target.url, simulated=simulated).start()
+    async with ControlClient(target.url) as control:
+        try:
+            return await control.is_simulator()
+        except ServerUnreachable:
+            return False  # run_sweep reports the unreachable server with the right endpoint
 
 
 def _print_extras(result: BenchResult, out: TextIO) -> None:

@@ -231,7 +231,7 @@ def _rows(report: WatchReport) -> list[LevelRow]:
     now = level_means(report.result, "output_tok_s")
     ref = level_means(report.reference, "output_tok_s") if report.reference else {}
     judged = {lv.concurrency: lv for lv in report.verdict.verdict.levels} if report.verdict and report.verdict.verdict else {}
-    return [LevelRow(c, ref.get(c), v, _change_pct(judged.get(c)), judged[c].state.value if c in judged else "-")
+    return [LevelRow(c, ref.get(c), v, _change_pct(judged.get(c)), judged[c].state if c in judged else None)
             for c, v in sorted(now.items())]
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Sequence, TextIO
 
+from deployctl.judge.outcome import LevelState
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow
 from deployctl.promote.report import num, table_lines
@@ -35,9 +36,9 @@ def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[L
         table.add_column(title, justify="right")
     table.add_column("verdict")
     for r in rows:
-        style = "red" if r.verdict.upper().startswith("FAIL") else "green" if r.verdict.upper() == "PASS" else None
+        style = {LevelState.FAIL: "red", LevelState.PASS: "green"}.get(r.verdict) if r.verdict else None
         table.add_row(str(r.concurrency), num(r.baseline_tok_s), num(r.candidate_tok_s), num(r.change_pct, "{:+.1f} %"),
-                      r.verdict, style=style)
+                      r.verdict_text, style=style)
     if start is not None:
         console.print(table)
     console.print("\n".join(after), highlight=False, markup=False, soft_wrap=True)

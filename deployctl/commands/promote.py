@@ -28,7 +28,8 @@ from deployctl.errors import ExitCode, UsageError
 from deployctl.preflight import run_preflight
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.live.bindings import live_adapters
-from deployctl.live.runner import Guard, Runner
+from deployctl.live.protocols import Guard
+from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
@@ -159,7 +160,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                             baseline_max_age_s=baseline_max_age_s)
             abort_request(lock)  # a request left for a promote that had already ended is not for this one
             _abort_on_signals(runner, lock)
-            return await runner.run(m.start(limits(site.policy, preflight=preflight)))
+            return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
 
 
 def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:

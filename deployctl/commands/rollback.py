@@ -7,7 +7,6 @@ import asyncio
 import os
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.commands._release_verbs import (
     add_site_arguments,
@@ -21,11 +20,13 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import InputError
 from deployctl.live.bindings import live_adapters
-from deployctl.live.runner import Guard, Runner
+from deployctl.live.protocols import Guard
+from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import Plan, PromoteOutcome
+from deployctl.promote.evidence import PromoteOutcome
 from deployctl.promote.records import Release
+from deployctl.units.stamp import unit_hash
 from deployctl.promote.report import outcome_json, outcome_lines
 
 NAME = "rollback"
@@ -84,17 +85,15 @@ async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> P
                 return [f"release {target.id} is what runs already (release {live.id}): nothing to do"]
             known = site.unit_files().known_good(site.unit)
             assert known is not None
-            plan = Plan(deployment=site.name, profile=f"release {target.id} ({target.profile or 'unnamed'})",
-                        unit_name=site.unit, candidate_text=_text_of(site, target), candidate_hash=target.unit_hash,
-                        known_good_text=known.text, known_good_hash=unit_sha256(known.text), url=site.url,
-                        policy=site.policy, host=site.host)
+            plan = site.plan_for(f"release {target.id} ({target.profile or 'unnamed'})", _text_of(site, target),
+                                 known.text, candidate_hash=target.unit_hash)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="rollback", profile=target.profile, unit_name=site.unit,
                 unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), host=site.host,
                 pid=os.getpid(), previous_id=live_id,
             )
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=live_id)
-            return await runner.run(m.start(m.Limits(evaluate=False)))
+            return await runner.run(m.start(m.Limits(evaluate=False), unchanged=plan.unchanged))
 
 
 def _target(ledger: Ledger, site: Site, live: Release, to: int | None) -> Release:
@@ -114,7 +113,7 @@ def _text_of(site: Site, release: Release) -> str:
     if not release.redacted:
         return release.unit_text
     for text in (_rendered(site, release.profile), site.unit_files().previous(site.unit)):
-        if text and unit_sha256(text) == release.unit_hash:
+        if text and unit_hash(text) == release.unit_hash:
             return text
     raise InputError(
         f"release {release.id}'s unit held secrets, so the ledger keeps it redacted, and neither the inventory's"

@@ -19,7 +19,7 @@ from deployctl.commands._release_verbs import (
 )
 from deployctl.commands.output import TerminalProgress
 from deployctl.live.site import Site, make_site
-from deployctl.units.render import read_stamp
+from deployctl.units.stamp import read_stamp
 from deployctl.units.state import UnitState
 
 NAME = "status"
@@ -78,7 +78,7 @@ class Status:
             "need_daemon_reload": self.state.need_daemon_reload,
             "unit_file": str(self.unit_file.path) if self.unit_file else None,
             "profile": stamp.profile if stamp else None,
-            "unit_hash": stamp.sha256 if stamp else None,
+            "unit_hash": self.unit_file.sha256 if self.unit_file else None,  # the ledger's rule
             "unit_intact": stamp.intact if stamp else None,
             "managed": bool(self.unit_file and self.unit_file.managed),
             "trial": str(self.trial.path) if self.trial else None,

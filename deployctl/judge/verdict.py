@@ -30,28 +30,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from statistics import median
 from typing import Any, Callable, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.stats import ChangeInterval, NoiseEstimate, log_ratio_interval, outlier_indices
-
-
-class Outcome(str, Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    INVALID = "INVALID"
-
-
-class LevelState(str, Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    UNKNOWN = "UNKNOWN"
-    INVALID = "INVALID"
 
 
 # Worst first: how level states combine.

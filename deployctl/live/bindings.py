@@ -1,25 +1,26 @@
-"""The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, load
-engine, judge, gates, pre-flight. Each class is a thin translation into the runner's plain values; the
-modules' own APIs stay theirs. ``live_adapters(site, profile)`` builds the set a promote runs with.
+"""The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, judge,
+gates, pre-flight (the benchmark's binding, ``LiveBench``, is in ``deployctl.live.measure``). Each class
+translates into the runner's evidence types; the modules' own APIs stay theirs. ``live_adapters(site,
+profile)`` builds the set a promote runs with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from dataclasses import replace
 from statistics import mean
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Mapping
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
-from deployctl.adapters.unitfiles import unit_sha256
 from deployctl.bench.result import BenchResult
-from deployctl.errors import DeployctlError, SystemdError
+from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.live.restart import http_health_probe, restart_and_wait
-from deployctl.live.runner import Adapters, Guard, Progress, QuietProgress
+from deployctl.judge.stats import NoiseEstimate
+from deployctl.live.measure import LiveBench
+from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
+from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
+from deployctl.live.site import Site
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -29,13 +30,8 @@ from deployctl.promote.evidence import (
     PreflightResult,
     StartOutcome,
 )
-from deployctl.judge.stats import NoiseEstimate
 from deployctl.startup.parser import StartupReport, parse_lines
-
-log = logging.getLogger("deployctl")
-from deployctl.live.site import Site
-
-log = logging.getLogger("deployctl")
+from deployctl.units.stamp import unit_hash
 
 
 class LiveUnits:
@@ -67,7 +63,7 @@ class LiveUnits:
         if known_good_hash and (current is None or current.sha256 != known_good_hash):
             # The known-good file itself was replaced (a keep cut short, a hand edit): put it back.
             texts = (known_good_text, self.files.previous(name))
-            text = next((t for t in texts if t and unit_sha256(t) == known_good_hash), None)
+            text = next((t for t in texts if t and unit_hash(t) == known_good_hash), None)
             if text is None:
                 raise SystemdError(
                     f"cannot find the known-good text of {name} (sha256 {known_good_hash[:12]}…)",
@@ -92,7 +88,7 @@ class LiveUnits:
         """The whole startup log once /health answered first: the journal may lag the ready line a little."""
         deadline = asyncio.get_running_loop().time() + settle_s
         while True:
-            lines = await self.journal.read(invocation_id)
+            lines = await read_startup(self.journal, invocation_id)
             startup = parse_lines(line.text for line in lines if not line.from_manager)
             if startup.ready or asyncio.get_running_loop().time() >= deadline:
                 return startup
@@ -101,10 +97,9 @@ class LiveUnits:
 
 def start_outcome(outcome: Any, startup: StartupReport) -> StartOutcome:
     """The readiness outcome in the runner's words, with the server's own reason when it gave one."""
-    data = startup.to_dict()
     last = tuple(getattr(outcome, "last_lines", ()) or ())
     if outcome.ok:
-        return StartOutcome(True, "ready", f"ready via {outcome.via}", (), data, outcome.elapsed_s)
+        return StartOutcome(True, "ready", f"ready via {outcome.via}", (), startup, outcome.elapsed_s)
     failure = startup.failure
     if outcome.kind == "timeout":
         where = outcome.last_line or "(no output)"
@@ -113,7 +108,7 @@ def start_outcome(outcome: Any, startup: StartupReport) -> StartOutcome:
         message = outcome.reason
     if failure is not None:
         message = f"{failure.message} — {message}"
-    return StartOutcome(False, outcome.kind, message, last, data, outcome.elapsed_s)
+    return StartOutcome(False, outcome.kind, message, last, startup, outcome.elapsed_s)
 
 
 class LiveStartup:
@@ -122,134 +117,31 @@ class LiveStartup:
         self.site = site
         self.journal = site.endpoint.journal()
 
-    async def live_report(self, name: str) -> Mapping[str, Any] | None:
+    async def live_report(self, name: str) -> StartupReport | None:
         state = await self.systemd.unit_state(name)
         if not state.invocation_id or state.active_state != "active":
             return None
-        lines = await self.journal.read(state.invocation_id)
-        return parse_lines(line.text for line in lines if not line.from_manager).to_dict()
+        lines = await read_startup(self.journal, state.invocation_id)
+        return parse_lines(line.text for line in lines if not line.from_manager)
 
-    def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]:
+    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
         from deployctl.startup.diff import diff_startups
 
         if baseline is None:
             return ()
         host = self.site.inv.host_of(self.site.deployment)
-        changes = diff_startups(StartupReport.from_dict(baseline), StartupReport.from_dict(candidate),
-                                profile_diff=plan.profile_diff_data, host=host)
+        changes = diff_startups(baseline, candidate, profile_diff=plan.profile_diff_data, host=host)
         return tuple(change.text for change in changes)
-
-
-class LiveBench:
-    """Sweeps with the server's GPU/process telemetry attached to each trial and its journal read for
-    retractions; the raw telemetry samples travel with the result (``BenchResult.telemetry_samples``)
-    into the ledger."""
-
-    def __init__(self, site: Site, systemd: Systemd | None = None, note: Callable[[str], None] | None = None) -> None:
-        self.site = site
-        self.policy = site.policy
-        self.systemd = systemd
-        self.journal: Journal = site.endpoint.journal()
-        self.note = note
-        self._said_unavailable = False
-
-    def _progress(self, p: Any) -> None:
-        """One line per finished trial, so a long sweep shows it is moving."""
-        from deployctl.bench.telemetry import render_telemetry
-
-        if self.note is not None and p.result is not None:
-            t = p.result
-            invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
-            power = render_telemetry(t.telemetry)
-            self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
-                      f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}" + (f"; {power}" if power else ""))
-            for n in t.notes:
-                self.note(f"  note: {n}")
-
-    def _say(self, text: str) -> None:
-        if self.note is not None:
-            self.note(text)
-        else:
-            log.info("%s", text)
-
-    async def healthy(self, url: str, *, within_s: float = 5.0) -> bool:
-        probe = http_health_probe(url + "/health")
-        deadline = asyncio.get_running_loop().time() + within_s
-        while not await probe():
-            if asyncio.get_running_loop().time() >= deadline:
-                return False
-            await asyncio.sleep(0.2)
-        return True
-
-    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
-        from deployctl.bench.result import merge_results
-        from deployctl.bench.telemetry import samples_to_dicts
-        from deployctl.live.sweep import run_sweep
-        from deployctl.live.telemetry import TelemetrySampler
-
-        if isinstance(trials, int):
-            parts: list[tuple[Sequence[int] | None, int]] = [(levels, trials)]
-        else:
-            by_count: dict[int, list[int]] = {}
-            for c, n in trials.items():
-                by_count.setdefault(n, []).append(c)
-            parts = [(cs, n) for n, cs in sorted(by_count.items())]
-        main_pid, invocation_id = await self._unit()
-        sampler = TelemetrySampler.for_server(url, simulated=self.site.simulated, pid=main_pid)
-        if sampler.unavailable and not self._said_unavailable:
-            self._said_unavailable = True
-            self._say(f"GPU telemetry unavailable: {sampler.unavailable}")
-        server_log = self._server_log(invocation_id) if invocation_id else None
-        result: BenchResult | None = None
-        sampler.start()
-        try:
-            for cs, n in parts:
-                part = await run_sweep(url, self.policy.bench, levels=cs, trials=n, progress=self._progress,
-                                       telemetry=sampler.window, server_log=server_log)
-                result = part if result is None else merge_results(result, part)
-        finally:
-            samples = await asyncio.to_thread(sampler.stop)  # joins the sampling thread
-        assert result is not None
-        return replace(result, telemetry_samples=tuple(samples_to_dicts(samples)))
-
-    async def _unit(self) -> tuple[int | None, str | None]:
-        """The unit's MainPID (its process tree is sampled) and invocation (whose journal is read)."""
-        if self.systemd is None:
-            return None, None
-        state = await self.systemd.unit_state(self.site.unit)
-        return state.main_pid or None, state.invocation_id or None
-
-    def _server_log(self, invocation_id: str) -> Callable[[float, float], Any]:
-        said: list[str] = []
-
-        async def lines(start: float, end: float) -> list[str] | None:
-            """The server's own lines stamped in [start, end]; None (not judged on) when unreadable."""
-            try:
-                entries = await self.journal.read(invocation_id)
-            except (DeployctlError, OSError) as exc:
-                if not said:
-                    said.append(str(exc))
-                    self._say(f"cannot read the server's journal, so retractions are not checked: {exc}")
-                return None
-            return [e.text for e in entries if not e.from_manager and start <= e.ts <= end]
-
-        return lines
-
-    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
-        from deployctl.bench.result import merge_results
-
-        return merge_results(a, b)
 
 
 class LiveJudge:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
 
-    def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult:
+    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         from deployctl.judge.gates import check_startup_gates
 
-        verdict = check_startup_gates(StartupReport.from_dict(baseline) if baseline else None,
-                                      StartupReport.from_dict(candidate), self.policy.gates)
+        verdict = check_startup_gates(baseline, candidate, self.policy.gates)
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
     def judge(
@@ -260,10 +152,10 @@ class LiveJudge:
         verdict = judge(baseline, candidate, self.policy.judge, noise)
         rows = tuple(
             LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
-                     _change(lv), lv.state.value, lv.reason)
+                     _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome.value, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
 
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
         from deployctl.judge.verdict import drift_check

@@ -14,7 +14,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.judge.verdict import judge
 from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
-from deployctl.live.runner import Adapters
+from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged
 from deployctl.promote.evidence import bench_key
@@ -48,7 +48,7 @@ class WatchReport:
 async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
     policy = site.policy
     report = await adapters.startup.live_report(site.unit)
-    version = (report or {}).get("sglang_version")
+    version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
         ledger.record(live.id, "canary", "note", WATCH, {"health": Health.DEGRADED.value, "healthy": False})
         return WatchReport(live, version, False, None, None, None, "")
@@ -71,7 +71,7 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
         for c, v in level_means(stored, metric).items():
             series.setdefault(c, []).append(v)
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
-    ledger.save_bench(live.id, WATCH, result.to_dict(), unit_hash=live.unit_hash, bench_key=bench_key(policy),
+    ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                       host=site.host, sglang_version=version)
     ledger.record(live.id, "canary", "note", WATCH, _detail(verdict, reference_from))
     return WatchReport(live, version, True, verdict, result, reference, reference_from)

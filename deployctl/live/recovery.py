@@ -10,11 +10,13 @@ was under way, otherwise roll back to the known-good unit and verify it. It then
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
-from deployctl.live.runner import Adapters, Runner
+from deployctl.live.protocols import Adapters
+from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import Evidence, Plan
 from deployctl.promote.records import Release
@@ -62,20 +64,18 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
 
 def _stored(ledger: Ledger, release_id: int, role: str) -> BenchResult | None:
     found = [b for b in ledger.benches(release_id) if b.role == role]
-    return BenchResult.from_dict(found[-1].result) if found else None
+    return found[-1].bench if found else None
 
 
 def recovery_plan(ledger: Ledger, release: Release, known_good: Plan) -> Plan:
     """The plan a resumed release runs with: its candidate, against the known-good it was tried on.
 
-    ``known_good`` is the site's plan for the unit on disk now (``Site.known_good_plan``); the release's
-    own record says which hash the known-good had, which is what a rollback must restore.
+    ``known_good`` is the site's plan for the unit on disk now (``Site.known_good_plan``, built by
+    ``Site.plan_for``): its deployment, URL, policy and host stay. The release's own record says which
+    hash the known-good had, which is what a rollback must restore.
     """
     previous = ledger.get(release.previous_id) if release.previous_id else None
     text = previous.unit_text if previous and not previous.redacted else known_good.known_good_text
-    return Plan(
-        deployment=release.deployment, profile=release.profile or "candidate", unit_name=release.unit_name,
-        candidate_text=release.unit_text, candidate_hash=release.unit_hash,
-        known_good_text=text, known_good_hash=previous.unit_hash if previous else known_good.known_good_hash,
-        url=known_good.url, policy=known_good.policy, host=known_good.host,
-    )
+    return replace(known_good, profile=release.profile or "candidate", unit_name=release.unit_name,
+                   candidate_text=release.unit_text, candidate_hash=release.unit_hash, known_good_text=text,
+                   known_good_hash=previous.unit_hash if previous else known_good.known_good_hash)

@@ -1,10 +1,11 @@
 """The promote runner: act → record → advance, until the machine says it is over.
 
-The only place a promote touches the outside world, and it does so through the small protocols below
-(``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``), so tests script them and the real ones live in
-``deployctl.live.site``. Before every action the machine's state and the action's intent are written to the
-ledger; after it, the outcome. A controller killed at any point leaves enough for
-``deployctl.live.recovery`` to roll back or finish.
+It does each action of the machine (``deployctl.promote.machine``) through the protocols of
+``deployctl.live.protocols`` (``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``): tests script
+them, ``deployctl.live.bindings`` binds them to systemd, the journal and the load client. It writes to the
+ledger itself: before every action the machine's state and the action's intent, after it the outcome and
+the evidence. The plan, the lock and the release row come from the verb before the runner starts. A
+controller killed at any point leaves enough for ``deployctl.live.recovery`` to roll back or finish.
 
 An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
 the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
@@ -14,23 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError
 from deployctl.judge.noise import baseline_trials, learn_history
+from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.stats import NoiseEstimate
+from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
-    DriftResult,
     Evidence,
-    GateResult,
-    JudgeResult,
     Plan,
-    PreflightResult,
     PromoteOutcome,
     StartOutcome,
     bench_key,
@@ -38,70 +35,6 @@ from deployctl.promote.evidence import (
 )
 
 log = logging.getLogger("deployctl")
-
-
-# --- what the runner needs from the outside world ---------------------------------------------------
-
-
-class Units(Protocol):
-    async def install_trial(self, name: str, text: str) -> str: ...  # returns where it went
-    async def keep(self, name: str) -> str: ...
-    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str: ...
-    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome: ...
-
-
-class Bench(Protocol):
-    async def healthy(self, url: str) -> bool: ...  # GET /health answers 200 (within a few seconds)
-    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult: ...
-    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult: ...
-
-
-class Judge(Protocol):
-    def gates(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]) -> GateResult: ...
-    def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
-    ) -> JudgeResult: ...
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
-
-
-class Preflight(Protocol):
-    async def check(self, plan: Plan) -> PreflightResult: ...
-
-
-class Startup(Protocol):
-    async def live_report(self, name: str) -> Mapping[str, Any] | None: ...
-    def diff(self, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], plan: Plan) -> tuple[str, ...]: ...
-
-
-class Guard(Protocol):
-    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
-
-    async def arm(self, release_id: int) -> str: ...
-    async def disarm(self) -> None: ...
-
-
-class Progress(Protocol):
-    def step(self, phase: m.Phase, text: str) -> None: ...
-
-
-class QuietProgress:
-    def step(self, phase: m.Phase, text: str) -> None:
-        log.info("%s: %s", phase.value, text)
-
-
-@dataclass
-class Adapters:
-    units: Units
-    bench: Bench
-    judge: Judge
-    preflight: Preflight
-    startup: Startup
-    progress: Progress = field(default_factory=QuietProgress)
-    clock: Callable[[], float] = time.monotonic
-    guard: Guard | None = None
-
-
-# --- the evidence a promote gathers --------------------------------------------------------------
 
 
 # --- the loop --------------------------------------------------------------------------------------
@@ -154,7 +87,7 @@ class Runner:
         return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
 
     def _finish(self, state: m.State) -> None:
-        verdict = self.evidence.judge.outcome if self.evidence.judge else None
+        verdict = self.evidence.judge.outcome.value if self.evidence.judge else None
         if self.evidence.gate_failures:
             verdict = "FAIL (startup gate)"
         self.ledger.finish(self.release_id, result=state.result.value if state.result else "unknown",
@@ -192,9 +125,6 @@ class Runner:
 
     # --- one handler per action ---------------------------------------------------------------------
 
-    async def _do_MakePlan(self, action: m.MakePlan) -> m.Outcome:
-        return m.Planned(unchanged=self.plan.unchanged)
-
     async def _do_RunPreflight(self, action: m.RunPreflight) -> m.Outcome:
         result = await self.a.preflight.check(self.plan)
         self.evidence.preflight = result
@@ -206,7 +136,7 @@ class Runner:
         report = await self.a.startup.live_report(self.plan.unit_name)
         self.evidence.baseline_startup = report
         self.ledger.save_startup(self.release_id, "baseline", report)
-        version = (report or {}).get("sglang_version")
+        version = report.sglang_version if report else None
         key = bench_key(self.plan.policy)
         fresh = None
         if self.plan.known_good_hash and self.baseline_max_age_s > 0:
@@ -215,7 +145,7 @@ class Runner:
                 sglang_version=version, max_age_s=self.baseline_max_age_s,
             )
         if fresh is not None:
-            self.evidence.baseline = BenchResult.from_dict(fresh.result)
+            self.evidence.baseline = fresh.bench
             self.evidence.baseline_reused_from = fresh.release_id
             return m.Succeeded((f"reused the baseline measured for release {fresh.release_id}",))
         # Sized per level from the host's learned noise: a quiet host's baseline is shorter.
@@ -229,7 +159,7 @@ class Runner:
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         self.evidence.baseline = result
-        self.ledger.save_bench(self.release_id, "baseline", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+        self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=key, host=self.plan.host, sglang_version=version)
         return m.Succeeded()
 
@@ -241,7 +171,7 @@ class Runner:
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
         outcome = await self._start(fresh=False)
         self.evidence.candidate_startup = outcome.startup
-        self.ledger.save_startup(self.release_id, "candidate", dict(outcome.startup) if outcome.startup else None)
+        self.ledger.save_startup(self.release_id, "candidate", outcome.startup)
         if outcome.startup is not None:
             self.evidence.startup_diff = self.a.startup.diff(self.evidence.baseline_startup, outcome.startup, self.plan)
         if outcome.ready:
@@ -250,7 +180,8 @@ class Runner:
         return m.Failed((f"the candidate did not come up ({outcome.kind}): {outcome.message}",))
 
     async def _do_CheckStartupGates(self, action: m.CheckStartupGates) -> m.Outcome:
-        gates = self.a.judge.gates(self.evidence.baseline_startup, self.evidence.candidate_startup or {})
+        assert self.evidence.candidate_startup is not None  # RESTART succeeded only with a ready report
+        gates = self.a.judge.gates(self.evidence.baseline_startup, self.evidence.candidate_startup)
         if gates.passed:
             return m.Succeeded()
         self.evidence.gate_failures = gates.failures
@@ -265,9 +196,10 @@ class Runner:
         else:
             result = await self._traffic(self.plan.url, None, self.plan.policy.judge.min_trials)
         self.evidence.candidate = result
-        self.ledger.save_bench(self.release_id, "candidate", result.to_dict(), unit_hash=self.plan.candidate_hash,
+        startup = self.evidence.candidate_startup
+        self.ledger.save_bench(self.release_id, "candidate", result, unit_hash=self.plan.candidate_hash,
                                bench_key=bench_key(self.plan.policy), host=self.plan.host,
-                               sglang_version=(self.evidence.candidate_startup or {}).get("sglang_version"))
+                               sglang_version=startup.sglang_version if startup else None)
         return m.Succeeded()
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
@@ -296,7 +228,7 @@ class Runner:
         levels = self.plan.policy.verify_concurrency
         result = await self._traffic(self.plan.url, levels, 1)
         self.evidence.verify = result
-        self.ledger.save_bench(self.release_id, "verify", result.to_dict(), unit_hash=self.plan.known_good_hash or "",
+        self.ledger.save_bench(self.release_id, "verify", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=f"verify:{levels}", host=self.plan.host)
         problem = _unusable(result)
         if problem:
@@ -322,7 +254,7 @@ class Runner:
         )
         stored = self.ledger.aa_benches(deployment=self.plan.deployment, host=self.plan.host,
                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
-        return learn_history((BenchResult.from_dict(b.result) for b in stored), self.plan.policy.judge.metric)
+        return learn_history((b.bench for b in stored), self.plan.policy.judge.metric)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         t0 = self.a.clock()
@@ -337,7 +269,7 @@ def _failure(action: m.Action, reason: str) -> m.Outcome:
     if isinstance(action, m.VerifyBaseline):
         return m.Verified(False, reasons=(reason,))
     if isinstance(action, m.JudgeCandidate):
-        return m.Judged("INVALID", (reason,))
+        return m.Judged(Verdict.INVALID, (reason,))
     return m.Failed((reason,))
 
 

@@ -2,12 +2,8 @@
 
 ``run_sweep`` asks the server what it is (/server_info, /model_info), plans the sweep
 (``deployctl.bench.plan``), sends discarded warm-up requests, then runs each level's trials one after
-another through the load transport (``deployctl.adapters.http_load``) and summarizes each trial
-(``deployctl.bench.metrics``). Closed loop by default: C workers, each sending its next request as soon as
-its previous one ends, so there is never client-side queueing in TTFT, and TTFT starts when the
-request's bytes are written (connection set-up in a burst of C=1024 is not the server's time). Open
-loop (``request_rate``): Poisson arrivals, at most C in flight; time spent waiting for a free slot is
-``queue_s``, never TTFT.
+another (``deployctl.live.trial.run_trial``: closed loop, or open loop with a request rate) through the
+load transport (``deployctl.adapters.http_load``) and summarizes each trial (``deployctl.bench.metrics``).
 
 Stopping: set ``stop`` (the CLI does on Ctrl-C). In-flight requests are cancelled, the trial is kept
 with what completed and marked invalid ("interrupted"), and the result so far is returned.
@@ -17,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
@@ -26,12 +21,10 @@ from typing import Any, Callable, Sequence
 from deployctl.adapters.http_control import ControlClient
 from deployctl.adapters.http_load import LoadClient, LoadError
 from deployctl.bench.metrics import (
-    ClientCheck,
     RequestRecord,
     StreamRecorder,
     TrialContext,
     count_retractions,
-    percentiles,
     summarize_trial,
 )
 from deployctl.bench.plan import (
@@ -49,8 +42,7 @@ from deployctl.bench.result import (
     group_levels,
 )
 from deployctl.inventory.policy import BenchPolicy
-
-_LAG_PROBE_S = 0.05
+from deployctl.live.trial import run_trial, until_done_or_stopped
 
 # None: the log could not be read (retractions then unknown, not zero).
 ServerLog = Callable[[float, float], Iterable[str] | None | Awaitable[Iterable[str] | None]]
@@ -72,15 +64,6 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class TrialRun:
-    records: tuple[RequestRecord, ...]
-    started_at: float  # epoch s
-    wall_s: float
-    client: ClientCheck
-    interrupted: bool
 
 
 async def run_sweep(
@@ -160,105 +143,6 @@ async def run_sweep(
     )
 
 
-async def run_trial(
-    client: LoadClient,
-    level: LevelPlan,
-    *,
-    stop: asyncio.Event | None = None,
-    on_done: Callable[[RequestRecord], None] | None = None,
-    keep_emit_ts: bool = False,
-) -> TrialRun:
-    """One trial of one level: closed loop, or Poisson arrivals when the plan has a request rate."""
-    stop = stop or asyncio.Event()
-    records: list[RequestRecord] = []
-    itl_cache: dict[float, float] = {}
-    limit = level.requests if level.duration_s is None else None
-    clock = time.perf_counter
-    t0 = clock()
-    deadline = t0 + level.duration_s if level.duration_s is not None else None
-    indices = itertools.count()
-
-    def more() -> bool:
-        return not stop.is_set() and (deadline is None or clock() < deadline)
-
-    async def send(request: LoadRequest, queue_s: float = 0.0) -> None:
-        recorder = StreamRecorder(clock(), request.prompt_tokens, request.max_tokens, keep_emit_ts=keep_emit_ts)
-        error = None
-        try:
-            await client.stream(COMPLETIONS_PATH, request.body, recorder)
-        except LoadError as exc:
-            error = exc.kind
-        record = recorder.finish(clock(), error, queue_s=queue_s, itl_cache=itl_cache)
-        records.append(record)
-        if on_done:
-            on_done(record)
-
-    async def worker() -> None:
-        for i in indices:
-            if (limit is not None and i >= limit) or not more():
-                return
-            await send(level.request(i))
-
-    async def open_loop() -> None:
-        slots = asyncio.Semaphore(level.concurrency)
-        tasks: set[asyncio.Task] = set()
-
-        async def one(request: LoadRequest, due: float) -> None:
-            async with slots:
-                await send(request, queue_s=clock() - due)
-
-        try:
-            for i, offset in zip(indices, level.arrivals()):
-                if (limit is not None and i >= limit) or not more():
-                    break
-                await asyncio.sleep(max(0.0, t0 + offset - clock()))
-                task = asyncio.ensure_future(one(level.request(i), t0 + offset))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-
-    lags: list[float] = []
-    probe = asyncio.ensure_future(_probe_lag(lags))
-    started_at, cpu0 = time.time(), time.process_time()
-    if level.request_rate is None:
-        body = asyncio.gather(*(worker() for _ in range(level.concurrency)))
-    else:
-        body = asyncio.ensure_future(open_loop())
-    cancelled = await _until_done_or_stopped(body, stop)
-    wall = clock() - t0
-    interrupted = cancelled or (stop.is_set() and (limit is None or len(records) < limit))
-    cpu = time.process_time() - cpu0
-    probe.cancel()
-    check = ClientCheck(cpu_pct=100 * cpu / wall if wall > 0 else None, loop_lag_p99_s=percentiles(lags).p99)
-    return TrialRun(tuple(records), started_at, wall, check, interrupted)
-
-
-async def _until_done_or_stopped(body: asyncio.Future, stop: asyncio.Event) -> bool:
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if body.done():
-        body.result()
-        return False
-    body.cancel()
-    await asyncio.gather(body, return_exceptions=True)
-    return True
-
-
-async def _probe_lag(lags: list[float]) -> None:
-    # How late the event loop wakes a sleeper: the client's own congestion, in seconds.
-    clock = time.perf_counter
-    while True:
-        due = clock() + _LAG_PROBE_S
-        await asyncio.sleep(_LAG_PROBE_S)
-        lags.append(max(0.0, clock() - due))
-
-
 async def _warm_up(client: LoadClient, requests: Sequence[LoadRequest], stop: asyncio.Event,
                    progress: ProgressFn | None) -> None:
     done = []
@@ -273,7 +157,7 @@ async def _warm_up(client: LoadClient, requests: Sequence[LoadRequest], stop: as
         if progress:
             progress(Progress(0, None, len(done), len(requests), len(done), 0, 0))
 
-    await _until_done_or_stopped(asyncio.gather(*(one(r) for r in requests)), stop)
+    await until_done_or_stopped(asyncio.gather(*(one(r) for r in requests)), stop)
 
 
 def _level_progress(level: LevelPlan, progress: ProgressFn | None) -> Callable[[RequestRecord], None] | None:

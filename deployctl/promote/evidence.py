@@ -11,7 +11,10 @@ from typing import Any, Mapping
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
+from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.promote import machine as m
+from deployctl.startup.parser import StartupReport
+from deployctl.units.profilediff import ProfileDiff
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class Plan:
     flags: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     profile_diff: tuple[str, ...] = ()  # "+ --enable-flashinfer-allreduce-fusion", "~ mem-fraction-static 0.9 → 0.92"
-    profile_diff_data: Any = None  # deployctl.units.profilediff.ProfileDiff, for startup attribution
+    profile_diff_data: ProfileDiff | None = None  # the same, as data: startup facts are attributed to it
 
     @property
     def unchanged(self) -> bool:
@@ -46,7 +49,7 @@ class StartOutcome:
     kind: str  # ready | crashed | timeout | failed
     message: str = ""
     last_lines: tuple[str, ...] = ()
-    startup: Mapping[str, Any] | None = None  # deployctl.startup.parser StartupReport.to_dict()
+    startup: StartupReport | None = None  # what the server said while starting
     wait_s: float = 0.0
 
 
@@ -56,13 +59,17 @@ class LevelRow:
     baseline_tok_s: float | None
     candidate_tok_s: float | None
     change_pct: float | None
-    verdict: str
+    verdict: LevelState | None  # None: not judged (a plain comparison of the means)
     reason: str = ""
+
+    @property
+    def verdict_text(self) -> str:
+        return self.verdict.value if self.verdict else "—"
 
 
 @dataclass(frozen=True)
 class JudgeResult:
-    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID
+    outcome: Outcome
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
@@ -92,8 +99,8 @@ class Evidence:
     baseline_reused_from: int | None = None  # the release whose baseline measurement was reused
     candidate: BenchResult | None = None
     verify: BenchResult | None = None
-    baseline_startup: Mapping[str, Any] | None = None
-    candidate_startup: Mapping[str, Any] | None = None
+    baseline_startup: StartupReport | None = None
+    candidate_startup: StartupReport | None = None
     start_failure: StartOutcome | None = None
     startup_diff: tuple[str, ...] = ()
     gate_failures: tuple[str, ...] = ()
@@ -138,7 +145,6 @@ def bench_key(policy: Policy) -> str:
 def describe_action(action: m.Action, plan: Plan) -> str:
     name = plan.unit_name
     return {
-        m.MakePlan: lambda: f"plan {plan.profile} for {plan.deployment}",
         m.RunPreflight: lambda: "pre-flight checks",
         m.MeasureBaseline: lambda: f"measure the live release of {name}",
         m.InstallTrial: lambda: f"install {plan.profile} as a trial of {name}",

@@ -1,245 +1,58 @@
 """The promote state machine, pure: no I/O, no clock, no environment.
 
-    PLAN → PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
-                                     │          │         │        │      │      │
-                                     └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
-                                                                                        │          │
-                                                                                        └──────────┴─▶ ROLLBACK_FAILED
+    PREFLIGHT → BASELINE → INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
+                              │          │         │        │      │      │
+                              └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
+                                                                                 │          │
+                                                                                 └──────────┴─▶ ROLLBACK_FAILED
 
+The plan is made before the machine starts (the ledger records the candidate before the first step);
+``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
+INSTALL for a rollback to an earlier release, else at PREFLIGHT (or BASELINE without pre-flight).
 ``next_action(state)`` says what to do next (``None`` once terminal); the runner does it and feeds the
 outcome to ``advance(state, outcome)``. Every path, including "the rollback fails", is a sequence of
-plain values, so tests drive it with scripted outcomes. The state round-trips through JSON
-(``to_dict``/``from_dict``) so the ledger can store it before each side effect and ``resume_after_crash``
-can pick it up after the controller died.
+plain values (``deployctl.promote.steps``), so tests drive it with scripted outcomes. The state
+(``deployctl.promote.state``) round-trips through JSON so the ledger can store it before each side effect
+and ``resume_after_crash`` can pick it up after the controller died.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
-from typing import Any, Callable, Union
+from dataclasses import replace
+from typing import Callable
 
-from deployctl.errors import ExitCode
+from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.promote.state import TERMINAL, Limits, Phase, Result, State
+from deployctl.promote.steps import (
+    Action,
+    BenchCandidate,
+    CheckStartupGates,
+    Failed,
+    InstallTrial,
+    Interrupted,
+    Judged,
+    JudgeCandidate,
+    KeepCandidate,
+    MeasureBaseline,
+    Outcome,
+    RestartCandidate,
+    RestoreBaseline,
+    RunPreflight,
+    Succeeded,
+    Verified,
+    VerifyBaseline,
+)
 
-
-class Phase(str, Enum):
-    PLAN = "PLAN"
-    PREFLIGHT = "PREFLIGHT"
-    BASELINE = "BASELINE"
-    INSTALL = "INSTALL"
-    RESTART = "RESTART"
-    STARTUP = "STARTUP"
-    BENCH = "BENCH"
-    JUDGE = "JUDGE"
-    KEEP = "KEEP"
-    ROLLBACK = "ROLLBACK"
-    VERIFY = "VERIFY"
-    DONE = "DONE"
-    ROLLBACK_FAILED = "ROLLBACK_FAILED"
-
-
-TERMINAL = frozenset({Phase.DONE, Phase.ROLLBACK_FAILED})
-# Phases in which the host may already run (or have on disk) something other than the known-good unit.
-_TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.KEEP})
-
-
-class Result(str, Enum):
-    KEPT = "kept"
-    UNCHANGED = "unchanged"
-    REJECTED = "rejected"
-    INCONCLUSIVE = "inconclusive"
-    REFUSED = "refused"
-    ABORTED = "aborted"
-    ROLLBACK_FAILED = "rollback_failed"
-
-    @property
-    def exit_code(self) -> int:
-        return _EXIT[self]
-
-
-_EXIT = {
-    Result.KEPT: ExitCode.OK,
-    Result.UNCHANGED: ExitCode.OK,
-    Result.REJECTED: ExitCode.REJECTED,
-    Result.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
-    Result.REFUSED: ExitCode.PREFLIGHT_REFUSED,
-    Result.ABORTED: ExitCode.INTERRUPTED,
-    Result.ROLLBACK_FAILED: ExitCode.ROLLBACK_FAILED,
-}
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The parts of the policy the machine itself decides with."""
-
-    bench_rounds: int = 4  # candidate benchmark rounds: the first, plus the judge's requests for more trials
-    rollback_attempts: int = 2
-    keep_when_inconclusive: bool = False
-    preflight: bool = True
-    # False for a rollback to an earlier release: no baseline, gates, benchmark or judge — install,
-    # restart, keep if it comes up, else restore what was live.
-    evaluate: bool = True
-
-
-@dataclass(frozen=True)
-class State:
-    phase: Phase = Phase.PLAN
-    limits: Limits = field(default_factory=Limits)
-    result: Result | None = None  # decided as soon as it is known; final once the phase is terminal
-    reasons: tuple[str, ...] = ()
-    done: tuple[str, ...] = ()  # what was done to the host, in the operator's words
-    bench_round: int = 0
-    more_trials: tuple[tuple[int, int], ...] = ()  # (concurrency, extra trials) the judge asked for
-    rollback_attempt: int = 0
-    drift: bool = False
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in TERMINAL
-
-    @property
-    def touched(self) -> bool:
-        """True when the host may not be on the known-good configuration any more."""
-        return self.phase in _TOUCHED or self.phase in (Phase.ROLLBACK, Phase.VERIFY, Phase.ROLLBACK_FAILED)
-
-    @property
-    def exit_code(self) -> int:
-        return self.result.exit_code if self.result else ExitCode.BUG
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["phase"] = self.phase.value
-        data["result"] = self.result.value if self.result else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "State":
-        return cls(
-            phase=Phase(data["phase"]),
-            limits=Limits(**data.get("limits", {})),
-            result=Result(data["result"]) if data.get("result") else None,
-            reasons=tuple(data.get("reasons", ())),
-            done=tuple(data.get("done", ())),
-            bench_round=int(data.get("bench_round", 0)),
-            more_trials=tuple((int(c), int(n)) for c, n in data.get("more_trials", ())),
-            rollback_attempt=int(data.get("rollback_attempt", 0)),
-            drift=bool(data.get("drift", False)),
-        )
-
-
-# --- actions: what the runner must do next -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MakePlan:
-    """Render the candidate, read the installed unit, diff them."""
-
-
-@dataclass(frozen=True)
-class RunPreflight:
-    pass
-
-
-@dataclass(frozen=True)
-class MeasureBaseline:
-    """Benchmark the live release (or reuse a fresh measurement of the same unit, host and version)."""
-
-
-@dataclass(frozen=True)
-class InstallTrial:
-    pass
-
-
-@dataclass(frozen=True)
-class RestartCandidate:
-    pass
-
-
-@dataclass(frozen=True)
-class CheckStartupGates:
-    pass
-
-
-@dataclass(frozen=True)
-class BenchCandidate:
-    round: int
-    more_trials: tuple[tuple[int, int], ...] = ()  # empty: the first, full sweep
-
-
-@dataclass(frozen=True)
-class JudgeCandidate:
-    pass
-
-
-@dataclass(frozen=True)
-class KeepCandidate:
-    pass
-
-
-@dataclass(frozen=True)
-class RestoreBaseline:
-    attempt: int
-
-
-@dataclass(frozen=True)
-class VerifyBaseline:
-    pass
-
-
-Action = Union[
-    MakePlan, RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
-    BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
+# The vocabulary lives in state.py and steps.py; callers read it here as ``machine.X``.
+__all__ = [
+    "TERMINAL", "Action", "BenchCandidate", "CheckStartupGates", "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
+    "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "Phase", "RestartCandidate", "RestoreBaseline",
+    "Result", "RunPreflight", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
+    "resume_after_crash", "start",
 ]
 
 
-# --- outcomes: what happened ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Planned:
-    unchanged: bool = False
-
-
-@dataclass(frozen=True)
-class Succeeded:
-    """The action did what it should (install, keep, restore, benchmark, baseline, preflight)."""
-
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The action did not do what it should; the reasons say why, in the operator's words."""
-
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Judged:
-    outcome: str  # PASS | FAIL | INCONCLUSIVE | INVALID (deployctl.judge.verdict)
-    reasons: tuple[str, ...] = ()
-    more_trials: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class Verified:
-    ok: bool
-    drift: bool = False
-    reasons: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Interrupted:
-    """The operator (``deployctl abort``, Ctrl-C) or the controller's own death stopped the promote."""
-
-    reason: str
-
-
-Outcome = Union[Planned, Succeeded, Failed, Judged, Verified, Interrupted]
-
-
 _ACTIONS = {
-    Phase.PLAN: lambda s: MakePlan(),
     Phase.PREFLIGHT: lambda s: RunPreflight(),
     Phase.BASELINE: lambda s: MeasureBaseline(),
     Phase.INSTALL: lambda s: InstallTrial(),
@@ -253,8 +66,14 @@ _ACTIONS = {
 }
 
 
-def start(limits: Limits = Limits()) -> State:
-    return State(phase=Phase.PLAN, limits=limits)
+def start(limits: Limits = Limits(), *, unchanged: bool = False) -> State:
+    """The first state of a promote whose plan says whether the candidate changes anything."""
+    if unchanged:
+        return State(phase=Phase.DONE, limits=limits, result=Result.UNCHANGED,
+                     reasons=("the candidate renders to the unit already installed",))
+    if not limits.evaluate:
+        return State(phase=Phase.INSTALL, limits=limits)
+    return State(phase=Phase.PREFLIGHT if limits.preflight else Phase.BASELINE, limits=limits)
 
 
 def next_action(state: State) -> Action | None:
@@ -312,18 +131,6 @@ def _interrupted(state: State, reason: str) -> State:
     return _finish(state, Result.ABORTED, (reason, "nothing on the host was changed"))
 
 
-def _plan(state: State, outcome: Outcome) -> State:
-    _expect(outcome, Planned, Failed, phase=state.phase)
-    if isinstance(outcome, Failed):
-        return _refuse(state, outcome.reasons)
-    assert isinstance(outcome, Planned)
-    if outcome.unchanged:
-        return _finish(state, Result.UNCHANGED, ("the candidate renders to the unit already installed",))
-    if not state.limits.evaluate:
-        return replace(state, phase=Phase.INSTALL)
-    return replace(state, phase=Phase.PREFLIGHT if state.limits.preflight else Phase.BASELINE)
-
-
 def _restart(state: State, outcome: Outcome) -> State:
     _expect(outcome, Succeeded, Failed, phase=state.phase)
     if isinstance(outcome, Failed):
@@ -364,12 +171,12 @@ def _bench(state: State, outcome: Outcome) -> State:
 def _judge(state: State, outcome: Outcome) -> State:
     _expect(outcome, Judged, phase=state.phase)
     assert isinstance(outcome, Judged)
-    verdict = outcome.outcome.upper()
-    if verdict == "PASS":
+    verdict = outcome.outcome
+    if verdict is Verdict.PASS:
         return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + outcome.reasons)
-    if verdict in ("FAIL", "INVALID"):
+    if verdict in (Verdict.FAIL, Verdict.INVALID):
         return _reject(state, outcome.reasons)
-    if verdict != "INCONCLUSIVE":
+    if verdict is not Verdict.INCONCLUSIVE:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
     if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
@@ -416,7 +223,6 @@ def _verify(state: State, outcome: Outcome) -> State:
 
 
 _STEPS: dict[Phase, Step] = {
-    Phase.PLAN: _plan,
     Phase.PREFLIGHT: _simple(Phase.BASELINE, _refuse),
     Phase.BASELINE: _simple(Phase.INSTALL, _refuse),
     Phase.INSTALL: _simple(Phase.RESTART, _reject),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from deployctl.bench.result import BenchResult
+
 
 @dataclass(frozen=True)
 class Release:
@@ -62,4 +64,8 @@ class StoredBench:
     host: str | None
     sglang_version: str | None
     bench_key: str
-    result: dict[str, Any]
+    result: dict[str, Any]  # as stored (``show --json`` prints it as is)
+
+    @property
+    def bench(self) -> BenchResult:
+        return BenchResult.from_dict(self.result)

@@ -1,7 +1,8 @@
 """What an operator reads after a promote, a rollback, ``history`` or ``show``.
 
-Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts; ``emit`` prints either
-the plain lines or, on a terminal, the same content with rich tables. The order follows the operator's
+Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts (the ``--json`` edge,
+where the evidence types become plain values); ``deployctl.commands.output.emit`` prints the lines, or on
+a terminal the same content with rich tables. The order follows the operator's
 questions: what changed, what the server said at startup (and why), how it performed against the
 baseline, the verdict and its reasons, what was done to the host, and which release to look up.
 """
@@ -44,7 +45,7 @@ def level_rows(baseline: BenchResult | None, candidate: BenchResult | None, judg
     for c in levels:
         b, k = _mean_tok_s(baseline, c), _mean_tok_s(candidate, c)
         change = (k - b) / b * 100 if b and k is not None else None
-        rows.append(LevelRow(c, b, k, change, "—"))
+        rows.append(LevelRow(c, b, k, change, None))
     return rows
 
 
@@ -55,7 +56,7 @@ def num(value: float | None, fmt: str = "{:.1f}") -> str:
 def table_lines(rows: Sequence[LevelRow]) -> list[str]:
     header = ("C", "baseline tok/s", "candidate tok/s", "change", "verdict")
     body = [
-        (str(r.concurrency), num(r.baseline_tok_s), num(r.candidate_tok_s), num(r.change_pct, "{:+.1f} %"), r.verdict)
+        (str(r.concurrency), num(r.baseline_tok_s), num(r.candidate_tok_s), num(r.change_pct, "{:+.1f} %"), r.verdict_text)
         for r in rows
     ]
     widths = [max(len(x[i]) for x in (header, *body)) for i in range(len(header))]
@@ -171,7 +172,7 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines.append("")
         lines += telemetry_lines(ev.baseline, ev.candidate)
     if ev.judge is not None:
-        lines.append(f"verdict: {ev.judge.outcome}")
+        lines.append(f"verdict: {ev.judge.outcome.value}")
     lines += [f"  - {r}" for r in state.reasons]
     if ev.drift is not None and ev.drift.drifted:
         lines.append("  note: the restored baseline measured differently from before: environment drift, not only the candidate")
@@ -208,8 +209,9 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "startup_diff": list(ev.startup_diff),
         "gate_failures": list(ev.gate_failures),
         "preflight": {"errors": list(ev.preflight.errors), "warnings": list(ev.preflight.warnings)} if ev.preflight else None,
-        "verdict": ev.judge.outcome if ev.judge else None,
-        "levels": [vars(r) for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
+        "verdict": ev.judge.outcome.value if ev.judge else None,
+        "levels": [{**vars(r), "verdict": r.verdict_text}
+                   for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,
         "timings_s": {**ev.timings, "wall": out.wall_s, "controller_overhead": out.overhead_s},
     }
@@ -272,7 +274,7 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
             lines.append(f"  {role} startup: {facts or '(no facts)'}")
     by_role: dict[str, BenchResult] = {}
     for b in benches:
-        by_role[b.role] = BenchResult.from_dict(b.result)
+        by_role[b.role] = b.bench
     if "candidate" in by_role:
         lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
         lines += telemetry_lines(by_role.get("baseline"), by_role["candidate"])

@@ -3,15 +3,13 @@
 The only importer of Jinja2. Every value reaches the template already quoted by ``deployctl.units.escape``
 (and the same quoting is offered to custom templates as filters), so the template decides layout,
 never escaping. The unit carries ``X-Deployctl-Deployment/Profile/Hash`` in ``[Unit]``; the hash is the
-SHA-256 of the unit text with the hash's own value blanked, so ``read_stamp`` can tell whether an
-installed unit is exactly what deployctl wrote (see ``unit_content_hash``).
+SHA-256 of the unit text with the hash's own value blanked, so ``deployctl.units.stamp.read_stamp`` can tell
+whether an installed unit is exactly what deployctl wrote.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -34,10 +32,11 @@ from deployctl.units.escape import (
     forbidden_character,
     plain_value,
 )
+from deployctl.units.stamp import with_hash
 
 __all__ = [
-    "RenderedUnit", "UnitStamp", "exec_argv", "flag_arguments", "read_stamp", "render_unit",
-    "unit_content_hash", "unit_environment",
+    "RenderedUnit", "exec_argv", "flag_arguments", "render_unit",
+    "unit_environment",
 ]
 
 # Looked up in order: next to the inventory, the checkout's templates/ (where operators read and add
@@ -46,8 +45,6 @@ REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 BUNDLED_TEMPLATES = Path(str(importlib.resources.files("deployctl.units") / "templates"))
 SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "deployctl.sim"
-_HASH_LINE = re.compile(r"^(X-Deployctl-Hash=).*$", re.MULTILINE)
-_STAMP = re.compile(r"^X-Deployctl-(Deployment|Profile|Hash)=(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -57,16 +54,6 @@ class RenderedUnit:
     sha256: str  # == the unit's X-Deployctl-Hash
     deployment: str
     profile: str
-
-
-@dataclass(frozen=True)
-class UnitStamp:
-    """What an installed unit says about itself."""
-
-    deployment: str
-    profile: str
-    sha256: str
-    intact: bool  # False: edited by hand since deployctl rendered it
 
 
 def render_unit(
@@ -106,8 +93,7 @@ def render_unit(
     except jinja2.TemplateError as exc:
         raise InputError(f"unit template {dep.template}: {exc}") from None
     _check_rendered(text, dep.template)
-    digest = unit_content_hash(text)
-    text = _HASH_LINE.sub(lambda m: m.group(1) + digest, text, count=1)
+    text, digest = with_hash(text)
     return RenderedUnit(name=dep.unit, text=text, sha256=digest, deployment=dep.name, profile=profile)
 
 
@@ -157,24 +143,6 @@ def unit_environment(host: Host, resolved: ResolvedProfile) -> dict[str, str]:
         env["SGLANG_SIM_P2P"] = "1" if host.p2p else "0"
     env.update(resolved.env)
     return env
-
-
-def unit_content_hash(text: str) -> str:
-    """SHA-256 of a unit with its ``X-Deployctl-Hash=`` value blanked (hex)."""
-    return hashlib.sha256(_HASH_LINE.sub(r"\1", text, count=1).encode("utf-8")).hexdigest()
-
-
-def read_stamp(text: str) -> UnitStamp | None:
-    """The ``X-Deployctl-*`` stamp of a unit file, or None when deployctl did not write it."""
-    found = dict(_STAMP.findall(text))
-    if not {"Deployment", "Profile", "Hash"} <= found.keys():
-        return None
-    return UnitStamp(
-        deployment=found["Deployment"],
-        profile=found["Profile"],
-        sha256=found["Hash"],
-        intact=found["Hash"] == unit_content_hash(text),
-    )
 
 
 # ------------------------------------------------------------------------------------------ helpers

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from svgcheck import points
-from test_http_load import FakeSglang, threaded_server  # noqa: F401  (threaded_server is a fixture)
+from support.sglang import FakeSglang
 
 from deployctl.bench.result import BenchResult
 
 
-def test_bench_writes_the_sweeps_charts_and_prints_markdown(threaded_server, tmp_path, capsys) -> None:  # noqa: F811
+def test_bench_writes_the_sweeps_charts_and_prints_markdown(threaded_server, tmp_path, capsys) -> None:
     from deployctl.cli import main
 
     url = threaded_server(FakeSglang())

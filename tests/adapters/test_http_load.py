@@ -10,111 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
 
 import pytest
-from aiohttp import web
+
+from support.sglang import FakeSglang, small_policy
 
 from deployctl.adapters.http_load import LoadClient, LoadError
 from deployctl.bench.result import BenchResult, LevelTelemetry, merge_results
 from deployctl.bench.table import render_table
-from deployctl.inventory.policy import BenchPolicy
 from deployctl.live.sweep import run_sweep
-
-
-@dataclass
-class FakeSglang:
-    capacity: int = 64
-    step_s: float = 0.002
-    tokens_per_chunk: int = 1
-    send_usage: bool = True
-    fail_every: int = 0  # every Nth completion answers HTTP 500
-    cut_after_chunks: int | None = None  # drop the connection mid-stream
-    stall_s: float = 0.0  # before the first chunk
-    bodies: list[dict] = field(default_factory=list)
-    running: int = 0
-    peak_running: int = 0
-
-    def app(self) -> web.Application:
-        self._slots = asyncio.Semaphore(self.capacity)
-        app = web.Application()
-        app.router.add_get("/server_info", self.server_info)
-        app.router.add_get("/model_info", self.model_info)
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_post("/v1/completions", self.completions)
-        return app
-
-    async def server_info(self, request: web.Request) -> web.Response:
-        return web.json_response({
-            "version": "0.5.10", "served_model_name": "qwen3.5", "max_running_requests": 48, "dp_size": 1,
-            "internal_states": [{"effective_max_running_requests_per_dp": self.capacity}],
-        })
-
-    async def model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": "Qwen/Qwen3.5-122B-A10B", "is_generation": True})
-
-    async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "qwen3.5", "object": "model"}]})
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.bodies.append(body)
-        if self.fail_every and len(self.bodies) % self.fail_every == 0:
-            return web.json_response({"object": "error", "message": "boom", "code": 500}, status=500)
-        async with self._slots:
-            self.running += 1
-            self.peak_running = max(self.peak_running, self.running)
-            try:
-                return await self._stream(request, body)
-            finally:
-                self.running -= 1
-
-    async def _stream(self, request: web.Request, body: dict) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await asyncio.sleep(self.stall_s)
-        left, sent_chunks = body["max_tokens"], 0
-        while left > 0:
-            n = min(self.tokens_per_chunk, left)
-            left -= n
-            await asyncio.sleep(self.step_s)
-            if self.cut_after_chunks is not None and sent_chunks == self.cut_after_chunks:
-                request.transport.close()
-                return response
-            choice = {"index": 0, "text": "x" * n, "logprobs": None, "finish_reason": None if left else "length",
-                      "matched_stop": None}
-            chunk = {"id": "r", "object": "text_completion", "created": 1, "model": body["model"],
-                     "choices": [choice], "usage": None}
-            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            sent_chunks += 1
-        if self.send_usage and body.get("stream_options", {}).get("include_usage"):
-            prompt = len(body["prompt"]) if isinstance(body["prompt"], list) else 7
-            usage = {"prompt_tokens": prompt, "total_tokens": prompt + body["max_tokens"],
-                     "completion_tokens": body["max_tokens"]}
-            final = {"id": "r", "object": "text_completion", "created": 1, "model": body["model"], "choices": [],
-                     "usage": usage}
-            await response.write(b"data: " + json.dumps(final).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
-
-
-@pytest.fixture
-async def serve():
-    runners = []
-
-    async def start(fake: FakeSglang) -> str:
-        runner = web.AppRunner(fake.app())
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 class Collect:
@@ -131,11 +35,6 @@ class Collect:
     def feed(self, t: float, payloads) -> None:
         self.times.append(t)
         self.payloads.extend(payloads)
-
-
-def small_policy(**kw: object) -> BenchPolicy:
-    base = dict(concurrency=[1, 4], input_tokens=16, output_tokens=20, warmup_requests=1)
-    return BenchPolicy(**{**base, **kw})
 
 
 # --- transport ---------------------------------------------------------------------------------
@@ -382,34 +281,6 @@ async def test_merged_extra_trials_render_in_one_table(serve) -> None:
 
 
 # --- the verb ----------------------------------------------------------------------------------
-
-@pytest.fixture
-def threaded_server():
-    """FakeSglang on its own loop in a thread, for the CLI (which runs its own asyncio.run)."""
-    import threading
-
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    runners = []
-
-    def start(fake: FakeSglang) -> str:
-        async def up() -> str:
-            runner = web.AppRunner(fake.app())
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            runners.append(runner)
-            return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-
-        return asyncio.run_coroutine_threadsafe(up(), loop).result(10)
-
-    yield start
-    for runner in runners:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-
 
 def test_verb_prints_the_table_and_writes_the_json(threaded_server, tmp_path, capsys) -> None:
     from deployctl.cli import main

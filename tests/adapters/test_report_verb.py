@@ -10,6 +10,7 @@ from svgcheck import points
 from testpaths import DATA
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.bench.result import BenchResult
 from deployctl.cli import main
 from deployctl.errors import ExitCode
 
@@ -33,7 +34,7 @@ def state(tmp_path):
                 ledger.record(rid, e["phase"], e["kind"], e["name"], e["detail"])
             for b in data["benches"]:
                 if not (kept and b["role"] == "baseline"):
-                    ledger.save_bench(rid, b["role"], b["result"], unit_hash=b["unit_hash"], bench_key=b["bench_key"])
+                    ledger.save_bench(rid, b["role"], BenchResult.from_dict(b["result"]), unit_hash=b["unit_hash"], bench_key=b["bench_key"])
             ledger.finish(rid, result="kept" if kept else "rejected", verdict="PASS" if kept else "FAIL",
                           reasons=["PASS: fine"] if kept else release["reasons"])
     return tmp_path

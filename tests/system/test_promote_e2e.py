@@ -8,80 +8,19 @@ The tests share one ledger and run in file order: the first three are the histor
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import yaml
+
+from support.promote_world import Cli, make_inventory
+from support.promote_world import healthy as _healthy
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
-
-REPO = Path(__file__).resolve().parents[2]
-FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
-POLICY = {
-    # Several waves per trial (the client shares 2 cores with the simulator), so a trial's throughput is steady enough for a neutral change to pass.
-    "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
-              "warmup_requests": 1},
-    # Two cores shared with other work: a 10 % limit and up to 5 trials let a neutral change pass.
-    # 3 baseline trials (not max_trials' 5): a steadier baseline for the neutral change, in little time.
-    "judge": {"min_trials": 2, "max_trials": 5, "baseline_trials": 3, "limit_pct": 10},
-    "gates": {"startup_timeout_s": 8},
-    "verify_concurrency": [2],
-}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_inventory(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
-    for dep in data["deployments"].values():
-        dep["port"] = _free_port()
-        dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
-    glm5 = data["deployments"]["glm5-sim"]
-    glm5["profiles"]["hangs"]["env"] = {"SGLANG_SIM_FAULT": "hang:load"}
-    data["policy"] = POLICY
-    path.write_text(yaml.safe_dump(data))
-    return data
-
-
-class Cli:
-    """``deployctl`` run inside the sandbox, where every path (unit dirs, journal) is the standard one."""
-
-    def __init__(self, box: Sandbox, inventory: Path, state_dir: Path) -> None:
-        self.box, self.inventory, self.state_dir = box, inventory, state_dir
-
-    def argv(self, *args: str) -> list[str]:
-        return self.box.nsenter([sys.executable, "-m", "deployctl", *args])
-
-    def env(self) -> dict[str, str]:
-        return {"DEPLOYCTL_INVENTORY": str(self.inventory), "DEPLOYCTL_STATE_DIR": str(self.state_dir),
-                "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-
-    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        import os
-
-        return subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def json(self, *args: str) -> Any:
-        done = self(*args, "--json")
-        return json.loads(done.stdout)
-
 
 @pytest.fixture(scope="module")
 def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, dict[str, Any]]]:
@@ -94,14 +33,6 @@ def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     yield cli, data
     for dep in data["deployments"].values():
         sandbox.run(["systemctl", "stop", dep["unit"]])
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def _installed_profile(box: Sandbox, unit: str) -> str:
@@ -175,6 +106,10 @@ def test_history_shows_all_three(world):
     assert promotes[:3] == [("neutral", "kept"), ("candidate-forced-fusion", "rejected"), ("candidate", "rejected")]
     live = [r for r in releases if r["live"] and r["deployment"] == "glm5-sim"]
     assert live[0]["profile"] == "neutral"
+    # one unit hash: the stamp in the file, `status` and `history` name the installed unit alike
+    status = cli.json("status", "glm5-sim")
+    assert status["unit_intact"] and status["unit_hash"] == live[0]["unit_hash"]
+    assert "differs from it" not in status["live_release_line"]
     shown = cli("show", str(releases[0]["id"]))
     header = next(line for line in shown.stdout.splitlines() if "baseline tok/s" in line)
     assert [c.strip() for c in header.split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]
@@ -215,7 +150,7 @@ def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
     while (row := _ledger_phase(cli)) is None or row[1] != "BENCH" or row[2]:
         assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached BENCH"
         time.sleep(0.02)
-    holder = json.loads((cli.state_dir / "locks" / "glm5-sim.lock").read_text())
+    holder = json.loads(_lock(cli, dep["unit"]).read_text())
     cli.box.run(["kill", "-9", str(holder["pid"])])
     proc.wait(timeout=10)
     assert (cli.box.runtime_unit_dir / dep["unit"]).exists(), "the trial should still be installed"
@@ -231,12 +166,17 @@ def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
     assert cli.json("status", "glm5-sim")["recovered"] == []
 
 
+def _lock(cli: Cli, unit: str) -> Path:
+    """The unit's lock: one per unit under the sandbox's own /run, whatever the state directory."""
+    return cli.box.root / "run/deployctl/locks" / f"{unit}.lock"
+
+
 def test_second_promote_is_busy_at_once(world):
-    cli, _ = world
+    cli, data = world
+    lock = _lock(cli, data["deployments"]["qwen35-sim"]["unit"])
     first = cli.start("promote", "candidate", "-d", "qwen35-sim")
     deadline = time.monotonic() + 30
-    while not (cli.state_dir / "locks" / "qwen35-sim.lock").exists() or \
-            not (cli.state_dir / "locks" / "qwen35-sim.lock").read_text():
+    while not lock.exists() or not lock.read_text():
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.02)
     started = time.monotonic()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from svgcheck import affine_residual, points, svgs
-from test_promote_e2e import Cli, make_inventory
+from support.promote_world import Cli, make_inventory
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult

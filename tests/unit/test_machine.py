@@ -7,14 +7,15 @@ import json
 import pytest
 
 from deployctl.errors import ExitCode
+from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.promote import machine as m
 
 OK = m.Succeeded()
 
 
-def drive(outcomes, limits=m.Limits()):
+def drive(outcomes, limits=m.Limits(), unchanged=False):
     """Feed ``outcomes`` in order; return the final state and the actions asked for."""
-    state = m.start(limits)
+    state = m.start(limits, unchanged=unchanged)
     actions = []
     for outcome in outcomes:
         action = m.next_action(state)
@@ -26,22 +27,22 @@ def drive(outcomes, limits=m.Limits()):
     return state, actions
 
 
-HAPPY_PREFIX = [m.Planned(), OK, OK, OK, OK, OK, OK]  # plan, preflight, baseline, install, restart, gates, bench
+HAPPY_PREFIX = [OK, OK, OK, OK, OK, OK]  # preflight, baseline, install, restart, gates, bench
 
 
 def test_pass_keeps_the_candidate():
-    state, actions = drive(HAPPY_PREFIX + [m.Judged("PASS", ("all levels within noise",)), OK])
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS, ("all levels within noise",)), OK])
     assert state.phase is m.Phase.DONE and state.result is m.Result.KEPT
     assert state.exit_code == ExitCode.OK
     assert actions == [
-        "MakePlan", "RunPreflight", "MeasureBaseline", "InstallTrial", "RestartCandidate",
+        "RunPreflight", "MeasureBaseline", "InstallTrial", "RestartCandidate",
         "CheckStartupGates", "BenchCandidate", "JudgeCandidate", "KeepCandidate",
     ]
     assert m.next_action(state) is None
 
 
 def test_judge_fail_rolls_back_and_verifies():
-    state, actions = drive(HAPPY_PREFIX + [m.Judged("FAIL", ("C=64: −87 %",)), OK, m.Verified(True)])
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
     assert state.exit_code == ExitCode.REJECTED
     assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
@@ -49,11 +50,11 @@ def test_judge_fail_rolls_back_and_verifies():
 
 
 def test_invalid_benchmark_is_a_rejection():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("INVALID", ("30 % of requests failed",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INVALID, ("30 % of requests failed",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED
 
 
-@pytest.mark.parametrize("failing_step", range(3, 7))
+@pytest.mark.parametrize("failing_step", range(2, 6))
 def test_failure_after_install_rolls_back(failing_step):
     outcomes = HAPPY_PREFIX[:failing_step] + [m.Failed(("it broke",)), OK, m.Verified(True)]
     state, actions = drive(outcomes)
@@ -63,12 +64,12 @@ def test_failure_after_install_rolls_back(failing_step):
 
 
 def test_startup_gate_failure_skips_the_benchmark():
-    state, actions = drive(HAPPY_PREFIX[:5] + [m.Failed(("max_running_requests 48 → 26",)), OK, m.Verified(True)])
+    state, actions = drive(HAPPY_PREFIX[:4] + [m.Failed(("max_running_requests 48 → 26",)), OK, m.Verified(True)])
     assert "BenchCandidate" not in actions
     assert state.result is m.Result.REJECTED
 
 
-@pytest.mark.parametrize("failing_step", [1, 2])
+@pytest.mark.parametrize("failing_step", [0, 1])
 def test_preflight_or_baseline_failure_refuses_without_touching(failing_step):
     state, actions = drive(HAPPY_PREFIX[:failing_step] + [m.Failed(("no",))])
     assert state.result is m.Result.REFUSED and state.phase is m.Phase.DONE
@@ -77,20 +78,21 @@ def test_preflight_or_baseline_failure_refuses_without_touching(failing_step):
 
 
 def test_unchanged_candidate_does_nothing():
-    state, actions = drive([m.Planned(unchanged=True)])
-    assert state.result is m.Result.UNCHANGED and actions == ["MakePlan"]
+    state, actions = drive([], unchanged=True)
+    assert state.result is m.Result.UNCHANGED and state.terminal and actions == []
+    assert state.exit_code == ExitCode.OK and m.next_action(state) is None
 
 
 def test_preflight_can_be_skipped():
-    state, actions = drive([m.Planned(), OK], limits=m.Limits(preflight=False))
-    assert actions == ["MakePlan", "MeasureBaseline"] and state.phase is m.Phase.INSTALL
+    state, actions = drive([OK], limits=m.Limits(preflight=False))
+    assert actions == ["MeasureBaseline"] and state.phase is m.Phase.INSTALL
 
 
 def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
     more = ((16, 1), (64, 2))
     limits = m.Limits(bench_rounds=2)
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged("INCONCLUSIVE", (), more), OK, m.Judged("INCONCLUSIVE", (), more), OK, m.Verified(True)],
+        HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, (), more), OK, m.Judged(Verdict.INCONCLUSIVE, (), more), OK, m.Verified(True)],
         limits=limits,
     )
     assert actions.count("BenchCandidate") == 2
@@ -100,21 +102,21 @@ def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
 
 def test_second_bench_round_carries_the_judges_request():
     more = ((64, 2),)
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("INCONCLUSIVE", (), more)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, (), more)])
     action = m.next_action(state)
     assert action == m.BenchCandidate(round=1, more_trials=more)
 
 
 def test_inconclusive_may_keep_the_candidate_by_policy():
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged("INCONCLUSIVE"), OK], limits=m.Limits(keep_when_inconclusive=True)
+        HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE), OK], limits=m.Limits(keep_when_inconclusive=True)
     )
     assert state.result is m.Result.KEPT and actions[-1] == "KeepCandidate"
 
 
 def test_rollback_is_retried_then_fails():
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged("FAIL"), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
+        HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
     )
     assert state.phase is m.Phase.ROLLBACK_FAILED and state.result is m.Result.ROLLBACK_FAILED
     assert state.exit_code == ExitCode.ROLLBACK_FAILED
@@ -123,38 +125,38 @@ def test_rollback_is_retried_then_fails():
 
 
 def test_second_rollback_attempt_succeeds():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), m.Failed(("flaky",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Failed(("flaky",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
 
 
 def test_failed_verification_is_a_failed_rollback():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), OK, m.Verified(False, reasons=("health 503",))])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK, m.Verified(False, reasons=("health 503",))])
     assert state.phase is m.Phase.ROLLBACK_FAILED and "health 503" in state.reasons
 
 
 def test_drift_is_recorded():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), OK, m.Verified(True, drift=True, reasons=("drift",))])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK, m.Verified(True, drift=True, reasons=("drift",))])
     assert state.drift and state.result is m.Result.REJECTED
 
 
 def test_failed_keep_rolls_back():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("PASS"), m.Failed(("disk full",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), m.Failed(("disk full",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and "disk full" in state.reasons
 
 
 def test_interrupt_before_any_change_just_stops():
-    state, _ = drive([m.Planned(), OK, m.Interrupted("aborted by alice")])
+    state, _ = drive([OK, m.Interrupted("aborted by alice")])
     assert state.phase is m.Phase.DONE and state.result is m.Result.ABORTED and not state.touched
 
 
 def test_interrupt_during_bench_rolls_back():
-    state, _ = drive(HAPPY_PREFIX[:6] + [m.Interrupted("aborted"), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX[:5] + [m.Interrupted("aborted"), OK, m.Verified(True)])
     assert state.result is m.Result.ABORTED and state.phase is m.Phase.DONE
     assert state.exit_code == ExitCode.INTERRUPTED
 
 
 def test_interrupt_during_rollback_finishes_the_rollback():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged("FAIL"), m.Interrupted("again")])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Interrupted("again")])
     assert state.phase is m.Phase.ROLLBACK and state.result is m.Result.REJECTED
 
 
@@ -162,7 +164,7 @@ def test_interrupt_during_rollback_finishes_the_rollback():
 def test_crash_in_any_phase_resumes_somewhere_safe(phase):
     state = m.State(phase=phase, result=m.Result.KEPT if phase is m.Phase.KEEP else None)
     resumed = m.resume_after_crash(state, "controller died")
-    if phase in (m.Phase.PLAN, m.Phase.PREFLIGHT, m.Phase.BASELINE):
+    if phase in (m.Phase.PREFLIGHT, m.Phase.BASELINE):
         assert resumed.phase is m.Phase.DONE and resumed.result is m.Result.ABORTED
     elif phase is m.Phase.KEEP:
         assert resumed.phase is m.Phase.KEEP and resumed.result is m.Result.KEPT
@@ -187,16 +189,17 @@ def test_wrong_outcome_is_a_bug():
 
 def test_rollback_to_a_release_skips_evaluation():
     limits = m.Limits(evaluate=False)
-    state, actions = drive([m.Planned(), OK, OK, OK], limits=limits)
-    assert actions == ["MakePlan", "InstallTrial", "RestartCandidate", "KeepCandidate"]
+    state, actions = drive([OK, OK, OK], limits=limits)
+    assert actions == ["InstallTrial", "RestartCandidate", "KeepCandidate"]
     assert state.result is m.Result.KEPT and state.phase is m.Phase.DONE
 
 
 def test_rollback_to_a_release_that_does_not_start_restores_what_was_live():
-    state, actions = drive([m.Planned(), OK, m.Failed(("crashed",)), OK, m.Verified(True)], limits=m.Limits(evaluate=False))
+    state, actions = drive([OK, m.Failed(("crashed",)), OK, m.Verified(True)], limits=m.Limits(evaluate=False))
     assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"] and state.result is m.Result.REJECTED
 
 
-def test_failed_plan_is_refused():
-    state, _ = drive([m.Failed(("cannot render",))])
-    assert state.result is m.Result.REFUSED and not state.touched
+def test_a_state_saved_by_0_1_before_its_first_step_resumes_as_untouched():
+    saved = {**m.State().to_dict(), "phase": "PLAN"}  # 0.1 had a PLAN phase that did nothing
+    resumed = m.resume_after_crash(m.State.from_dict(saved), "controller died")
+    assert resumed.result is m.Result.ABORTED and not resumed.touched

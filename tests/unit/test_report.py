@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from promote_fakes import bench, plan
+from support.promote import bench, memory_ledger, plan
 
-from deployctl.adapters.ledger import Ledger
 from deployctl.commands.output import emit
+from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
 from deployctl.promote.report import (
@@ -37,14 +37,14 @@ def test_table_has_the_operators_columns():
 
 
 def test_judge_rows_win_over_plain_means():
-    judged = (LevelRow(64, 1500.0, 195.0, -87.0, "FAIL", "beyond −5 %"),)
+    judged = (LevelRow(64, 1500.0, 195.0, -87.0, LevelState.FAIL, "beyond −5 %"),)
     assert level_rows(bench({64: 1.0}), bench({64: 2.0}), judged) == list(judged)
 
 
 def test_outcome_lines_tell_the_whole_story():
     out = _outcome(baseline=bench({1: 120.0, 64: 1500.0}), candidate=bench({1: 120.0, 64: 195.0}),
                    startup_diff=("max_running_requests 48 → 26 (attributed to --enable-fused-moe-sum-all-reduce)",),
-                   judge=JudgeResult("FAIL", ()))
+                   judge=JudgeResult(Outcome.FAIL, ()))
     text = "\n".join(outcome_lines(out))
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "48 → 26", "verdict: FAIL", "−87.0 %",
                      "rolled back", "release 7", "exit 10", "controller overhead 1.00 s"):
@@ -70,12 +70,12 @@ def test_plan_lines_show_diff_restart_and_policy():
     assert "C=1,64" in text and "max_running_requests may drop ≤ 10 %" in text
 
 
-def test_history_and_show(tmp_path):
-    with Ledger.open(tmp_path) as led:
+def test_history_and_show():
+    with memory_ledger() as led:
         rid = led.begin_release(deployment="qwen", kind="promote", unit_name="u.service", unit_text="[Service]\n",
                                 unit_hash="abc" * 10, who="alice (sudo)", profile="candidate")
-        led.save_bench(rid, "baseline", bench({1: 100.0}).to_dict(), unit_hash="x", bench_key="k")
-        led.save_bench(rid, "candidate", bench({1: 90.0}).to_dict(), unit_hash="y", bench_key="k")
+        led.save_bench(rid, "baseline", bench({1: 100.0}), unit_hash="x", bench_key="k")
+        led.save_bench(rid, "candidate", bench({1: 90.0}), unit_hash="y", bench_key="k")
         led.finish(rid, result="rejected", verdict="FAIL", reasons=["C=1: −10 %"])
         hist = history_lines(led.history("qwen"))
         assert hist[0].split()[:2] == ["id", "when"] and "rejected" in hist[1] and "alice (sudo)" in hist[1]
@@ -93,11 +93,11 @@ def test_emit_plain_when_not_a_terminal():
     assert buf.getvalue() == "a\nb\n"
 
 
-def test_live_release_line(tmp_path):
+def test_live_release_line():
     from deployctl.adapters.ledger import live_release
     from deployctl.promote.report import live_release_line
 
-    with Ledger.open(tmp_path) as led:
+    with memory_ledger() as led:
         assert "none recorded" in live_release_line(live_release(led, "qwen"))
         rid = led.begin_release(deployment="qwen", kind="promote", unit_name="u", unit_text="x", unit_hash="h",
                                 who="alice (sudo)", profile="neutral")

@@ -6,28 +6,21 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from promote_fakes import (
-    READY,
-    FakeBench,
-    FakeJudge,
-    FakePreflight,
-    FakeUnits,
-    adapters,
-    bench,
-    plan,
-)
+from support.promote import READY, bench, memory_ledger, plan, startup
+from support.runner_fakes import FakeBench, FakeJudge, FakePreflight, FakeUnits, adapters
 
-from deployctl.adapters.ledger import Ledger
+from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.outcome import Outcome
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger.open(tmp_path) as led:
+def ledger():
+    with memory_ledger() as led:
         yield led
 
 
@@ -60,7 +53,7 @@ async def test_pass_is_kept_and_recorded(ledger):
     events = ledger.events(out.release_id)
     kinds = [(e.kind, e.phase) for e in events]
     # Each action's intent is recorded before its outcome, phase by phase.
-    assert kinds[0] == ("intent", "PLAN") and kinds[1] == ("outcome", "PLAN")
+    assert kinds[0] == ("intent", "PREFLIGHT") and kinds[1] == ("outcome", "PREFLIGHT")
     assert ("intent", "INSTALL") in kinds and kinds.index(("intent", "INSTALL")) < kinds.index(("outcome", "INSTALL"))
     assert [b.role for b in ledger.benches(out.release_id)] == ["baseline", "candidate"]
     assert out.overhead_s <= out.wall_s
@@ -70,7 +63,7 @@ async def test_startup_gate_failure_rolls_back_without_benchmarking_the_candidat
     gate = GateResult(False, ("max_running_requests 48 → 26 (−45.8 %, limit −10 %)",))
     bench_ = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})])
     a = adapters(judge=FakeJudge(gates=gate), bench_=bench_)
-    cand = StartOutcome(True, "ready", startup={"max_running_requests": 26}, wait_s=1.0)
+    cand = StartOutcome(True, "ready", startup=startup(26), wait_s=1.0)
     a.units = FakeUnits([cand, READY])
     out, prev, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.REJECTED
@@ -93,7 +86,7 @@ async def test_crash_on_start_is_rejected_with_the_servers_reason(ledger):
 
 async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
     down = StartOutcome(False, "crashed", "exit status 1")
-    a = adapters(judge=FakeJudge([JudgeResult("FAIL", ("C=64: −87 %",))]))
+    a = adapters(judge=FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −87 %",))]))
     a.units = FakeUnits([READY, down, down])
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED
@@ -103,7 +96,7 @@ async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
 
 async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledger):
     more = ((64, 2),)
-    verdicts = [JudgeResult("INCONCLUSIVE", (), more), JudgeResult("INCONCLUSIVE", ("C=64: −3 % ± 4 %",), more)]
+    verdicts = [JudgeResult(Outcome.INCONCLUSIVE, (), more), JudgeResult(Outcome.INCONCLUSIVE, ("C=64: −3 % ± 4 %",), more)]
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1450}), bench({64: 1460}), bench({1: 120})])
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 3})}))
     a = adapters(judge=FakeJudge(verdicts), bench_=b)
@@ -123,11 +116,11 @@ async def test_with_nothing_learned_the_baseline_gets_max_trials(ledger, judge_u
     assert a.judge.noise == {}
 
 
-def _spread(values: list[float]) -> dict:
+def _spread(values: list[float]) -> BenchResult:
     one = bench({1: 1.0, 64: 1.0}, trials=len(values))
     levels = tuple(replace(lv, trials=tuple(replace(t, output_tok_s=v) for t, v in zip(lv.trials, values)))
                    for lv in one.levels)
-    return replace(one, levels=levels).to_dict()
+    return replace(one, levels=levels)
 
 
 @pytest.mark.parametrize("history,baseline_trials", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 2),
@@ -151,7 +144,8 @@ async def test_preflight_errors_refuse_before_touching_anything(ledger):
 
 async def test_unchanged_candidate_does_nothing(ledger):
     a = adapters()
-    out, _, _ = await _run(ledger, a, p=plan(candidate_hash="old"))
+    p = plan(candidate_hash="old")
+    out, _, _ = await _run(ledger, a, p=p, state=m.start(unchanged=p.unchanged))
     assert out.state.result is m.Result.UNCHANGED and a.units.calls == []
 
 
@@ -229,7 +223,7 @@ async def test_an_unexpected_error_rolls_back_instead_of_leaving_the_candidate(l
 
 
 async def test_a_restored_baseline_that_fails_its_health_check_is_a_failed_rollback(ledger):
-    a = adapters(judge=FakeJudge([JudgeResult("FAIL", ("C=64: −87 %",))]),
+    a = adapters(judge=FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −87 %",))]),
                  bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 20, 64: 200})], healthy=False))
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from promote_fakes import FakeBench, adapters, bench, plan
+from support.promote import bench, memory_ledger, plan
+from support.runner_fakes import FakeBench, adapters
 
-from deployctl.adapters.ledger import Ledger
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.promote import machine as m
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger.open(tmp_path) as led:
+def ledger():
+    with memory_ledger() as led:
         yield led
 
 
@@ -23,7 +23,7 @@ def _dead_promote(ledger, phase, result=None):
     rid = ledger.begin_release(deployment="qwen", kind="promote", unit_name=p.unit_name, unit_text=p.candidate_text,
                                unit_hash=p.candidate_hash, who="t", profile="candidate", previous_id=prev, pid=999999)
     ledger.save_state(rid, m.State(phase=phase, result=result).to_dict())
-    ledger.save_bench(rid, "baseline", bench({1: 120.0}).to_dict(), unit_hash="old", bench_key="k")
+    ledger.save_bench(rid, "baseline", bench({1: 120.0}), unit_hash="old", bench_key="k")
     return prev, rid
 
 

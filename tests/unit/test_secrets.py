@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 
 import pytest
+from support.promote import bench
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.facts.secrets import REDACTED, SGLANG_SECRET_FIELDS, is_secret_name, redact, redact_text
+from deployctl.startup.parser import StartupReport
 
 SENTINEL = "s3ntinel-Secret-42"
 
@@ -78,11 +81,12 @@ def test_ledger_stores_no_secret_and_is_private(tmp_path):
     with Ledger.open(state) as led:
         rid = led.begin_release(deployment="d", kind="promote", unit_name="u.service", unit_text=unit,
                                 unit_hash="h", who="w", flags={"api-key": SENTINEL, "speculative-num-draft-tokens": 4})
-        led.save_startup(rid, "candidate", {"outcome": "ready", "server_args": {"api_key": SENTINEL},
-                                            "notices": [f"server_args=ServerArgs(api_key='{SENTINEL}')"]})
+        led.save_startup(rid, "candidate", StartupReport("ready", server_args={"api_key": SENTINEL},
+                                                         notices=(f"server_args=ServerArgs(api_key='{SENTINEL}')",)))
         led.save_state(rid, {"phase": "BENCH", "reasons": [f"--api-key={SENTINEL}"]})
         led.record(rid, "BENCH", "note", "n", {"line": f"HF_TOKEN={SENTINEL}"})
-        led.save_bench(rid, "candidate", {"errors": [f"'api_key': '{SENTINEL}'"]}, unit_hash="h", bench_key="k")
+        led.save_bench(rid, "candidate", replace(bench({1: 1.0}), model=f"'api_key': '{SENTINEL}'"), unit_hash="h",
+                       bench_key="k")
         led.finish(rid, result="KEPT", verdict="PASS", reasons=[f"--admin-api-key {SENTINEL}"])
         release = led.get(rid)
         assert release.flags["speculative-num-draft-tokens"] == 4

@@ -20,7 +20,6 @@ from deployctl.adapters.gpu import (
     parse_sim_gpu,
     throttle_names,
 )
-from deployctl.adapters.procs import ProcessTree
 from deployctl.bench.result import LevelTelemetry
 from deployctl.bench.telemetry import (
     GpuSample,
@@ -256,27 +255,6 @@ def test_simulated_source_that_does_not_answer_is_a_gap():
 def test_parse_sim_gpu_ignores_non_numbers():
     g = parse_sim_gpu({"index": 2, "power_w": "n/a", "power_limit_w": 600, "sm_util_pct": True})
     assert (g.index, g.power_w, g.power_limit_w, g.sm_util_pct) == (2, None, 600.0, None)
-
-
-# --- processes ----------------------------------------------------------------------------------
-
-
-def test_process_tree_of_a_pid_and_of_a_cgroup(tmp_path):
-    ticks = iter([0.0, 1.0, 2.0])
-    tree = ProcessTree(pid=os.getpid(), clock=lambda: next(ticks))
-    first, second = tree.read(), tree.read()
-    assert first.cpu_pct is None and second.cpu_pct is not None and second.processes >= 1
-    cg = tmp_path / "system.slice" / "sglang.service"
-    cg.mkdir(parents=True)
-    (cg / "cgroup.procs").write_text(f"{os.getpid()}\n")
-    tree = ProcessTree(cgroup="/system.slice/sglang.service", cgroup_root=tmp_path)
-    assert tree.pids() == [os.getpid()] and tree.read().threads >= 1
-
-
-def test_process_tree_of_nothing_is_none(tmp_path):
-    assert ProcessTree(cgroup="/gone.service", cgroup_root=tmp_path).read() is None
-    with pytest.raises(ValueError):
-        ProcessTree()
 
 
 class SteadyGpu:

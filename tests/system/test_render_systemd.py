@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 import yaml
-from test_render_escaping import HOSTILE
+from support.hostile import HOSTILE
 
 from deployctl.inventory.model import parse_inventory, resolve_profile
 from deployctl.live.sandbox import Sandbox

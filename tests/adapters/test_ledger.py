@@ -5,10 +5,13 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from support.promote import bench, startup
 
 from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
 from deployctl.errors import InputError
 from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
+
+NO_LEVELS = bench({})
 
 UNIT = """[Service]
 Environment=PYTHONUNBUFFERED=1
@@ -72,13 +75,13 @@ def test_release_life_cycle(ledger, clock):
     ledger.record(rid, "INSTALL", "intent", "InstallTrial", {"unit": "sglang-glm5.service"})
     ledger.save_state(rid, {"phase": "INSTALL", "x": 1})
     ledger.record(rid, "INSTALL", "outcome", "Succeeded")
-    ledger.save_startup(rid, "candidate", {"max_running_requests": 26})
+    ledger.save_startup(rid, "candidate", startup(26))
     clock.now = 1010
     ledger.finish(rid, result="rejected", verdict="FAIL", reasons=["C=64 −87 %"])
     release = ledger.get(rid)
     assert release.finished and release.result == "rejected" and release.reasons == ["C=64 −87 %"]
     assert release.phase == "INSTALL" and release.state == {"phase": "INSTALL", "x": 1}
-    assert release.startup == {"max_running_requests": 26}
+    assert release.startup == startup(26).to_dict() and release.startup["max_running_requests"] == 26
     assert [(e.kind, e.name) for e in ledger.events(rid)] == [("intent", "InstallTrial"), ("outcome", "Succeeded")]
     assert ledger.unfinished("glm5") == []
 
@@ -107,10 +110,10 @@ def test_unknown_release_is_bad_input(ledger):
 
 def test_fresh_baseline_reuse(ledger, clock):
     rid = _begin(ledger)
-    ledger.save_bench(rid, "baseline", {"levels": []}, unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10")
-    ledger.save_bench(rid, "candidate", {"levels": []}, unit_hash="h1", bench_key="k", host="h", sglang_version="0.5.10")
+    ledger.save_bench(rid, "baseline", NO_LEVELS, unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10")
+    ledger.save_bench(rid, "candidate", NO_LEVELS, unit_hash="h1", bench_key="k", host="h", sglang_version="0.5.10")
     find = dict(unit_hash="h0", bench_key="k", host="h", sglang_version="0.5.10", max_age_s=600)
-    assert ledger.fresh_baseline(**find).result == {"levels": []}
+    assert ledger.fresh_baseline(**find).bench == NO_LEVELS
     assert ledger.fresh_baseline(**{**find, "sglang_version": "0.5.9"}) is None
     assert ledger.fresh_baseline(**{**find, "bench_key": "other"}) is None
     assert ledger.fresh_baseline(**{**find, "unit_hash": "h1"}) is None  # candidates never count
@@ -124,7 +127,7 @@ def test_aa_benches_are_this_deployments_unchanged_measurements_oldest_first(led
     for rid, role, host in ((older, "baseline", "h"), (newer, "verify", "h"), (newer, "candidate", "h"),
                             (judged, "baseline", "h"), (other, "baseline", "h"), (older, "baseline", "elsewhere")):
         clock.now += 1
-        ledger.save_bench(rid, role, {"levels": [], "rid": rid}, unit_hash="u", bench_key="k", host=host)
+        ledger.save_bench(rid, role, NO_LEVELS, unit_hash="u", bench_key="k", host=host)
     found = ledger.aa_benches(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
     assert [(b.release_id, b.role) for b in found] == [(older, "baseline"), (newer, "verify")]
     assert ledger.aa_benches(deployment="glm5", host="h", bench_key="k", exclude_releases=(), limit=1)[0].release_id == judged
@@ -148,3 +151,38 @@ def test_state_dir_resolution(tmp_path):
     assert resolve_state_dir(tmp_path, {}) == tmp_path
     assert str(resolve_state_dir(None, {"DEPLOYCTL_STATE_DIR": "/x"})) == "/x"
     assert str(resolve_state_dir(None, {})) == "/var/lib/deployctl"
+
+
+def test_a_ledger_of_the_old_hash_rule_is_rehashed_and_its_rows_stay_valid(tmp_path):
+    """Before the ledger had a version, it hashed the whole unit text; ``status`` and the stamp hashed it
+    with the ``X-Deployctl-Hash=`` value blanked, so the same unit showed two hashes."""
+    import hashlib
+
+    from deployctl.units.stamp import unit_hash, with_hash
+
+    text, stamped = with_hash("[Unit]\nX-Deployctl-Deployment=glm5\nX-Deployctl-Profile=baseline\n"
+                              "X-Deployctl-Hash=\n[Service]\nExecStart=/bin/true\n")
+    old = hashlib.sha256(text.encode()).hexdigest()
+    with Ledger.open(tmp_path) as ledger:
+        rid = ledger.begin_release(deployment="glm5", kind="adopted", unit_name="u.service", unit_text=text,
+                                   unit_hash=old, who="root", finished=True, live=True)
+        ledger.save_bench(rid, "baseline", NO_LEVELS, unit_hash=old, bench_key="k", host="h", sglang_version="v")
+    db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
+    db.execute("PRAGMA user_version=0")  # as an older deployctl left it
+    db.close()
+    with Ledger.open(tmp_path) as ledger:
+        assert ledger.get(rid).unit_hash == stamped == unit_hash(text) != old
+        assert ledger.release_with_hash("glm5", stamped).id == rid
+        assert ledger.fresh_baseline(unit_hash=stamped, bench_key="k", host="h", sglang_version="v",
+                                     max_age_s=10**10) is not None
+    with Ledger.open(tmp_path) as ledger:  # once only
+        assert ledger.get(rid).unit_hash == stamped
+
+
+def test_a_ledger_in_memory_touches_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = tmp_path.stat().st_mode
+    with Ledger.in_memory() as ledger:
+        rid = ledger.begin_release(deployment="d", kind="adopted", unit_name="u", unit_text="x", unit_hash="h", who="w")
+        assert ledger.get(rid).unit_hash == "h"
+    assert list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mode == before

@@ -6,7 +6,7 @@ import argparse
 import json
 
 import pytest
-from test_judge import BASE, sweep  # noqa: E402  (tests/unit is on sys.path under pytest's rootdir rules)
+from support.sweeps import BASE, sweep
 
 from deployctl.commands import judge as verb
 from deployctl.commands.options import add_global_options

@@ -1,45 +1,18 @@
-"""Scripted stand-ins for the runner's protocols, small enough to read in one screen."""
+"""Scripted stand-ins for the runner's protocols (``deployctl.live.protocols``), one screen: each records
+its calls and answers from a script given to it."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Mapping, Sequence
 
-from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
-from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
-from deployctl.live.runner import Adapters
-from deployctl.promote.evidence import (
-    DriftResult,
-    GateResult,
-    JudgeResult,
-    Plan,
-    PreflightResult,
-    StartOutcome,
-)
+from support.promote import READY, bench, startup
 
-POLICY = Policy(bench=BenchPolicy(concurrency=[1, 64]), judge=JudgePolicy(min_trials=1), verify_concurrency=[1])
-READY = StartOutcome(True, "ready", startup={"max_running_requests": 48, "sglang_version": "0.5.10"}, wait_s=2.0)
-
-
-def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4) -> BenchResult:
-    p = Percentiles(1.0, 1.0, 1.0, 1.0)
-    levels = tuple(
-        LevelResult(c, tuple(
-            TrialResult(c, t, 0.0, 1.0, ok, 0 if ok else 4, int(v), 0, v, 0.0, p, p, p, p, p,
-                        failures={} if ok else {"connect": 4})
-            for t in range(trials)))
-        for c, v in tok_s.items()
-    )
-    return BenchResult("http://x", "m", 1000, 1000, 0.0, levels)
-
-
-def plan(**kw: Any) -> Plan:
-    args = dict(deployment="qwen", profile="candidate", unit_name="sglang-qwen.service",
-                candidate_text="[Service]\nExecStart=/x --new\n", candidate_hash="new",
-                known_good_text="[Service]\nExecStart=/x\n", known_good_hash="old", url="http://127.0.0.1:1",
-                policy=POLICY, host="h1")
-    args.update(kw)
-    return Plan(**args)
+from deployctl.bench.result import BenchResult
+from deployctl.judge.outcome import Outcome
+from deployctl.live.protocols import Adapters
+from deployctl.promote.evidence import DriftResult, GateResult, JudgeResult, Plan, PreflightResult, StartOutcome
+from deployctl.startup.parser import StartupReport
 
 
 class FakeUnits:
@@ -96,7 +69,7 @@ class FakeJudge:
         self._gates = gates
         self._drift = drift
 
-    def gates(self, baseline: Any, candidate: Any) -> GateResult:
+    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         return self._gates
 
     def judge(self, baseline: BenchResult, candidate: BenchResult, noise: Any = None) -> JudgeResult:
@@ -116,13 +89,12 @@ class FakePreflight:
 
 
 class FakeStartup:
-    async def live_report(self, name: str) -> Mapping[str, Any] | None:
-        return {"max_running_requests": 48, "sglang_version": "0.5.10"}
+    async def live_report(self, name: str) -> StartupReport | None:
+        return startup(48)
 
-    def diff(self, baseline: Any, candidate: Any, plan: Plan) -> tuple[str, ...]:
-        if baseline and baseline.get("max_running_requests") != candidate.get("max_running_requests"):
-            return (f"max_running_requests {baseline['max_running_requests']} → {candidate['max_running_requests']}",)
-        return ()
+    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
+        before, after = baseline.max_running_requests if baseline else None, candidate.max_running_requests
+        return (f"max_running_requests {before} → {after}",) if baseline and before != after else ()
 
 
 class Steps:
@@ -137,7 +109,7 @@ def adapters(units=None, bench_=None, judge=None, preflight=None) -> Adapters:
     return Adapters(
         units=units or FakeUnits(),
         bench=bench_ or FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1510}), bench({1: 120})]),
-        judge=judge or FakeJudge([JudgeResult("PASS", ("within noise",))]),
+        judge=judge or FakeJudge([JudgeResult(Outcome.PASS, ("within noise",))]),
         preflight=preflight or FakePreflight(),
         startup=FakeStartup(),
         progress=Steps(),

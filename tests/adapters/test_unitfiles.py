@@ -9,10 +9,9 @@ import pytest
 from deployctl.adapters.unitfiles import (
     UnitFiles,
     atomic_write,
-    deployctl_keys,
-    unit_sha256,
 )
 from deployctl.errors import InputError, SystemdError
+from deployctl.units.stamp import stamp_keys, unit_hash
 
 
 def unit(profile: str, deployment: str = "glm5") -> str:
@@ -38,8 +37,8 @@ def files(tmp_path: Path) -> UnitFiles:
 
 def test_keys_only_from_the_unit_section() -> None:
     text = unit("baseline") + "[Service]\nX-Deployctl-Profile=ignored\n"
-    assert deployctl_keys(text) == {"Deployment": "glm5", "Profile": "baseline", "Hash": "0" * 64}
-    assert deployctl_keys(UNMANAGED) == {}
+    assert stamp_keys(text) == {"Deployment": "glm5", "Profile": "baseline", "Hash": "0" * 64}
+    assert stamp_keys(UNMANAGED) == {}
 
 
 def test_install_creates_directories_and_leaves_no_temporary_file(files: UnitFiles) -> None:
@@ -50,7 +49,7 @@ def test_install_creates_directories_and_leaves_no_temporary_file(files: UnitFil
     assert (files.unit_dir / NAME).stat().st_mode & 0o777 == 0o644
     found = files.read_installed(NAME)
     assert found is not None and found.managed and found.profile == "baseline" and not found.trial
-    assert found.sha256 == unit_sha256(unit("baseline"))
+    assert found.sha256 == unit_hash(unit("baseline"))
 
 
 def test_reinstall_keeps_the_previous_content(files: UnitFiles) -> None:

@@ -1,0 +1,81 @@
+"""What the promote runner needs from the outside world: one small protocol per kind of action.
+
+``deployctl.live.bindings`` binds them to the real modules; tests script them (tests/support/promote.py).
+They speak the promote's evidence types (``deployctl.promote.evidence``), never dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol, Sequence
+
+from deployctl.bench.result import BenchResult
+from deployctl.judge.stats import NoiseEstimate
+from deployctl.promote import machine as m
+from deployctl.promote.evidence import DriftResult, GateResult, JudgeResult, Plan, PreflightResult, StartOutcome
+from deployctl.startup.parser import StartupReport
+
+log = logging.getLogger("deployctl")
+
+
+class Units(Protocol):
+    async def install_trial(self, name: str, text: str) -> str: ...  # returns where it went
+    async def keep(self, name: str) -> str: ...
+    async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str: ...
+    async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome: ...
+
+
+class Bench(Protocol):
+    async def healthy(self, url: str) -> bool: ...  # GET /health answers 200 (within a few seconds)
+    async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult: ...
+    def merge(self, a: BenchResult, b: BenchResult) -> BenchResult: ...
+
+
+class Judge(Protocol):
+    def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
+    def judge(
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+    ) -> JudgeResult: ...
+    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
+
+
+class Preflight(Protocol):
+    async def check(self, plan: Plan) -> PreflightResult: ...
+
+
+class Startup(Protocol):
+    async def live_report(self, name: str) -> StartupReport | None: ...
+    def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
+
+
+class Guard(Protocol):
+    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
+
+    async def arm(self, release_id: int) -> str: ...
+    async def disarm(self) -> None: ...
+
+
+class Progress(Protocol):
+    def step(self, phase: m.Phase, text: str) -> None: ...
+
+
+class QuietProgress:
+    def step(self, phase: m.Phase, text: str) -> None:
+        log.info("%s: %s", phase.value, text)
+
+
+@dataclass
+class Adapters:
+    units: Units
+    bench: Bench
+    judge: Judge
+    preflight: Preflight
+    startup: Startup
+    progress: Progress = field(default_factory=QuietProgress)
+    clock: Callable[[], float] = time.monotonic
+    guard: Guard | None = None
+
+
+# --- the evidence a promote gathers --------------------------------------------------------------

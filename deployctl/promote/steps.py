@@ -1,0 +1,107 @@
+"""What the promote machine asks the runner to do (actions) and what the runner tells it happened (outcomes):
+plain values, so every path of a promote is a sequence of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from deployctl.judge.outcome import Outcome as Verdict
+
+
+@dataclass(frozen=True)
+class RunPreflight:
+    pass
+
+
+@dataclass(frozen=True)
+class MeasureBaseline:
+    """Benchmark the live release (or reuse a fresh measurement of the same unit, host and version)."""
+
+
+@dataclass(frozen=True)
+class InstallTrial:
+    pass
+
+
+@dataclass(frozen=True)
+class RestartCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class CheckStartupGates:
+    pass
+
+
+@dataclass(frozen=True)
+class BenchCandidate:
+    round: int
+    more_trials: tuple[tuple[int, int], ...] = ()  # empty: the first, full sweep
+
+
+@dataclass(frozen=True)
+class JudgeCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class KeepCandidate:
+    pass
+
+
+@dataclass(frozen=True)
+class RestoreBaseline:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class VerifyBaseline:
+    pass
+
+
+Action = Union[
+    RunPreflight, MeasureBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
+    BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
+]
+
+
+# --- outcomes: what happened ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The action did what it should (install, keep, restore, benchmark, baseline, preflight)."""
+
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The action did not do what it should; the reasons say why, in the operator's words."""
+
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Judged:
+    outcome: Verdict
+    reasons: tuple[str, ...] = ()
+    more_trials: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Verified:
+    ok: bool
+    drift: bool = False
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """The operator (``deployctl abort``, Ctrl-C) or the controller's own death stopped the promote."""
+
+    reason: str
+
+
+Outcome = Union[Succeeded, Failed, Judged, Verified, Interrupted]

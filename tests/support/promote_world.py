@@ -1,0 +1,76 @@
+"""The world the promote system tests share: the demo inventory on a fast simulator with a small policy,
+and ``Cli``, deployctl run inside the sandbox where every path (unit dirs, journal) is the standard one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from support.clirun import free_port
+
+from deployctl.live.sandbox import Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
+POLICY = {
+    # Several waves per trial (the client shares 2 cores with the simulator), so a trial's throughput is steady enough for a neutral change to pass.
+    "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
+              "warmup_requests": 1},
+    # Two cores shared with other work: a 10 % limit and up to 5 trials let a neutral change pass.
+    # 3 baseline trials (not max_trials' 5): a steadier baseline for the neutral change, in little time.
+    "judge": {"min_trials": 2, "max_trials": 5, "baseline_trials": 3, "limit_pct": 10},
+    "gates": {"startup_timeout_s": 8},
+    "verify_concurrency": [2],
+}
+
+
+def make_inventory(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
+    for dep in data["deployments"].values():
+        dep["port"] = free_port()
+        dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
+    glm5 = data["deployments"]["glm5-sim"]
+    glm5["profiles"]["hangs"]["env"] = {"SGLANG_SIM_FAULT": "hang:load"}
+    data["policy"] = POLICY
+    path.write_text(yaml.safe_dump(data))
+    return data
+
+
+class Cli:
+    """``deployctl`` run inside the sandbox, where every path (unit dirs, journal) is the standard one."""
+
+    def __init__(self, box: Sandbox, inventory: Path, state_dir: Path) -> None:
+        self.box, self.inventory, self.state_dir = box, inventory, state_dir
+
+    def argv(self, *args: str) -> list[str]:
+        return self.box.nsenter([sys.executable, "-m", "deployctl", *args])
+
+    def env(self) -> dict[str, str]:
+        return {"DEPLOYCTL_INVENTORY": str(self.inventory), "DEPLOYCTL_STATE_DIR": str(self.state_dir),
+                "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def json(self, *args: str) -> Any:
+        done = self(*args, "--json")
+        return json.loads(done.stdout)
+
+
+def healthy(port: int) -> bool:
+    """The server on ``port`` answers /health with 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
