@@ -7,9 +7,9 @@ import io
 from dataclasses import replace
 
 import pytest
-from promote_fakes import FakeJudge, adapters, plan
+from support.promote import memory_ledger, plan
+from support.runner_fakes import FakeJudge, adapters
 
-from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.ssh import Target, compatible, connection_error, parse_target, ssh_argv
 from deployctl.adapters.transient import (
     TransientService,
@@ -21,6 +21,7 @@ from deployctl.adapters.transient import (
 from deployctl.commands._remote import remote_argv, strip_options
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import Policy
+from deployctl.judge.outcome import Outcome
 from deployctl.live.operation import WORKER_ENV, _PriorityPrefix, unit_environment
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
@@ -178,13 +179,13 @@ class FakeGuard:
         self.log.append("disarm")
 
 
-@pytest.mark.parametrize("verdict, result", [("PASS", m.Result.KEPT), ("FAIL", m.Result.REJECTED)])
-async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolled_back(tmp_path, verdict, result):
+@pytest.mark.parametrize("verdict, result", [(Outcome.PASS, m.Result.KEPT), (Outcome.FAIL, m.Result.REJECTED)])
+async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolled_back(verdict, result):
     calls: list[str] = []
     a = replace(adapters(judge=FakeJudge([JudgeResult(verdict, ("r",))])), guard=FakeGuard(calls))
     a.units.calls = calls  # one log for both, to see the order
     p = plan()
-    with Ledger.open(tmp_path) as ledger:
+    with memory_ledger() as ledger:
         rid = ledger.begin_release(deployment=p.deployment, kind="promote", unit_name=p.unit_name,
                                    unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t")
         out = await Runner(ledger, a, p, rid).run(m.start())
