@@ -155,7 +155,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                 env=plan.env, host=site.host, pid=os.getpid(), previous_id=previous,
             )
             if inventory:
-                ledger.record(release_id, m.Phase.PLAN.value, "note", "inventory", {"reason": inventory})
+                ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s)
             abort_request(lock)  # a request left for a promote that had already ended is not for this one

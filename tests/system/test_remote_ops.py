@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 import yaml
-from clirun import free_port
+from support.clirun import free_port
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
