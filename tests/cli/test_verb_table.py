@@ -100,6 +100,7 @@ JSON_CASES: dict[str, tuple[list[str], int]] = {
     "report": (["1"], ExitCode.BAD_INPUT),  # no ledger yet
     "attach": (["glm5"], ExitCode.BAD_INPUT),  # no operation was started in a unit
     "recover": (["glm5"], ExitCode.OK),  # nothing unfinished: nothing to do, no bus needed
+    "polkit-rule": ([], ExitCode.OK),
 }
 
 
