@@ -69,6 +69,13 @@ class UnknownHost:
         return ServerFacts()
 
 
+class Guard(Protocol):
+    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
+
+    async def arm(self, release_id: int) -> str: ...
+    async def disarm(self) -> None: ...
+
+
 class Progress(Protocol):
     def step(self, phase: m.Phase, text: str) -> None: ...
 
@@ -88,6 +95,7 @@ class Adapters:
     progress: Progress = field(default_factory=QuietProgress)
     host: HostFacts = field(default_factory=UnknownHost)
     clock: Callable[[], float] = time.monotonic
+    guard: Guard | None = None
 
 
 # --- the evidence a promote gathers --------------------------------------------------------------
