@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -18,6 +18,7 @@ from deployctl.inventory.model import (
     Deployment,
     Host,
     Inventory,
+    Profile,
     deployment_policy,
     resolve_profile,
 )
@@ -105,6 +106,13 @@ class Site:
         lines, diff = self._profile_diff(known.profile if known else None, profile, installed=known is not None)
         return self.plan_for(profile, rendered.text, known.text if known else None, flags=resolved.flags,
                              env=resolved.env, profile_diff=lines, profile_diff_data=diff)
+
+    def with_profile(self, name: str, profile: Profile) -> "Site":
+        """This site with one profile more than the inventory file has (a bisect's intermediate profile,
+        written as the live profile plus some changes): it renders, plans and diffs like any other."""
+        dep = self.deployment.model_copy(update={"profiles": {**self.deployment.profiles, name: profile}})
+        inv = self.inv.model_copy(update={"deployments": {**self.inv.deployments, self.name: dep}})
+        return replace(self, inv=inv, deployment=dep)
 
     def refuse_leftover_trial(self) -> None:
         """``InputError`` when a trial is installed: the caller holds the lock, so its promote is unfinished."""
