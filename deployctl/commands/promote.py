@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
                         help="measure the live release now, even if the ledger has a measurement of it from the last hour")
+    parser.add_argument("--bisect", action="store_true",
+                        help="on a rejection, find the change(s) that did it and promote the rest (deployctl bisect)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,12 +80,27 @@ def run(args: argparse.Namespace) -> int:
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S))
-    if args.json:
+        if args.bisect and out.state.result is m.Result.REJECTED:
+            from deployctl.commands import bisect  # it builds on this verb
+
+            if not args.json:
+                _report(out, as_json=False)
+            found = asyncio.run(bisect.bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out))
+            if args.json:
+                emit_json({"promote": outcome_json(out), "bisect": bisect.outcome_json(found)})
+            else:
+                bisect.report(found, as_json=False)
+            return found.exit_code
+    _report(out, as_json=args.json)
+    return out.exit_code
+
+
+def _report(out: PromoteOutcome, *, as_json: bool) -> None:
+    if as_json:
         emit_json(outcome_json(out))
     else:
         ev = out.evidence
         emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
-    return out.exit_code
 
 
 def _one_profile(args: argparse.Namespace) -> None:

@@ -99,3 +99,41 @@ def profile_definition(base: str, changes: Iterable[Change], description: str) -
 def profile_yaml(name: str, definition: Mapping[str, Any]) -> str:
     """The profile as YAML to paste under the deployment's ``profiles:``."""
     return yaml.safe_dump({name: dict(definition)}, sort_keys=False, default_flow_style=False)
+
+
+# Each startup gate (deployctl.judge.gates) names the startup fact it checks (deployctl.startup.diff).
+_GATE_FACTS = (
+    ("effective max_running_requests", "max_running_requests"),
+    ("KV cache capacity", "max_total_num_tokens"),
+    ("piecewise CUDA graphs", "piecewise_cuda_graph.state"),
+    ("CUDA graphs", "cuda_graph.state"),
+    ("new warning", "moe_config_warnings"),
+    ("did not start", "outcome"),
+    ("never reported ready", "outcome"),
+)
+
+
+def gate_facts(gate_failures: Iterable[str]) -> frozenset[str]:
+    """The startup facts behind the gate failures (``startup gate: effective max_running_requests …``)."""
+    out = set()
+    for failure in gate_failures:
+        for label, fact in _GATE_FACTS:
+            if label in failure:
+                out.add(fact)
+                break
+    return frozenset(out)
+
+
+def startup_blame(changes: tuple[Change, ...], subset: Iterable[int], facts: frozenset[str],
+                  fact_changes: Iterable[Any], failure_message: str = "") -> frozenset[int]:
+    """The changes of ``subset`` that the startup catalogue links to the failed ``facts``.
+
+    ``fact_changes``: the startup diff (``deployctl.startup.diff.FactChange``), whose explanations name
+    the flag differences catalogued for each fact. A start that failed outright blames the changes whose
+    flag its message names (``unrecognized arguments: --enable-warp-drive``)."""
+    explaining = {e.flag.flag for fc in fact_changes if fc.fact in facts for e in fc.explanations}
+    blamed = {i for i in subset if changes[i].keys & explaining}
+    if failure_message:
+        words = set(failure_message.replace("=", " ").split())
+        blamed |= {i for i in subset if any(f"--{name}" in words for name in changes[i].flags)}
+    return frozenset(blamed)
