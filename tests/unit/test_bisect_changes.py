@@ -49,3 +49,28 @@ def test_the_survivor_is_a_profile_extending_the_live_one() -> None:
     assert yaml.safe_load(profile_yaml("candidate-bisected", definition)) == {"candidate-bisected": {
         "description": "candidate minus --enable-x", "extends": "baseline",
         "flags": {"a": 2, "b": None}, "env": {"X": "1"}}}
+
+
+def test_a_startup_gate_failure_blames_the_changes_the_catalogue_links_to_its_fact() -> None:
+    from deployctl.promote.bisect_changes import gate_facts, startup_blame
+    from deployctl.startup.diff import diff_startups
+    from deployctl.startup.report import StartupReport
+
+    changes = changes_from_diff(_diff({"tp": 4}, {"tp": 4, "enable-fused-moe-sum-all-reduce": True,
+                                                  "enable-flashinfer-allreduce-fusion": True}))
+    facts = gate_facts(["effective max_running_requests fell from 48 to 26 (−46 %, limit −10 %)"])
+    assert facts == {"max_running_requests"}
+    base = StartupReport("ready", server_info_max_running_requests=48, max_mamba_cache_size=473)
+    cand = StartupReport("ready", server_info_max_running_requests=26, max_mamba_cache_size=132)
+    diff = _diff({"tp": 4}, {"tp": 4, "enable-fused-moe-sum-all-reduce": True, "enable-flashinfer-allreduce-fusion": True})
+    blamed = startup_blame(changes, range(2), facts, diff_startups(base, cand, profile_diff=diff, host="sm120"))
+    assert [changes[i].text for i in blamed] == ["+ --enable-flashinfer-allreduce-fusion"]
+
+
+def test_a_start_that_names_a_flag_blames_that_change() -> None:
+    from deployctl.promote.bisect_changes import startup_blame
+
+    changes = changes_from_diff(_diff({}, {"enable-metrics": True, "enable-warp-drive": True}))
+    blamed = startup_blame(changes, range(2), frozenset({"outcome"}), [],
+                           "error: unrecognized arguments: --enable-warp-drive")
+    assert [changes[i].text for i in blamed] == ["+ --enable-warp-drive"]
