@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             emit(lines)
         return 0
-    if holder.verb not in ("promote", "demo"):
-        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote",
-                   hint="only a promote can be aborted; wait for it to finish")
+    if holder.verb not in ("promote", "bisect", "demo"):
+        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote or a bisect",
+                   hint="only a promote or a bisect can be aborted; wait for it to finish")
     abort_request_path(lock).write_text(f"aborted by {who()} with `deployctl abort`")
     os.kill(holder.pid, signal.SIGTERM)
     say([f"sent SIGTERM to {holder.describe()}; it rolls back now"])

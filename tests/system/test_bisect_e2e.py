@@ -13,6 +13,7 @@ import json
 import re
 import math
 import sqlite3
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -20,6 +21,7 @@ import yaml
 
 from support.promote_world import Cli, make_inventory
 from support.promote_world import healthy as _healthy
+from support.promote_world import installed_profile as _installed_profile
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
@@ -38,23 +40,18 @@ def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     glm5["three-harmless-and-fusion"] = {
         "extends": "baseline", "flags": {"enable-metrics": True},
         "env": {"OMP_NUM_THREADS": 4, "TOKENIZERS_PARALLELISM": "false", "SGLANG_SIM_FORCE_AR_FUSION": 1}}
+    glm5["hangs-with-metrics"] = {  # its first trial (the candidate itself) never gets ready
+        "extends": "baseline", "flags": {"enable-metrics": True}, "env": {"SGLANG_SIM_FAULT": "hang:load"}}
     glm5["pair"] = {
         "extends": "baseline", "flags": {"enable-metrics": True},
         "env": {"SGLANG_SIM_SYNTHETIC_PAIR_A": 1, "OMP_NUM_THREADS": 4, "SGLANG_SIM_SYNTHETIC_PAIR_B": 1}}
     path.write_text(yaml.safe_dump(data))
     cli = Cli(sandbox, path, root / "state")
     for name in ("glm5-sim", "qwen35-sim"):
-        done = cli("restart", name, "--profile", "baseline")
-        assert done.returncode == 0, done.stdout + done.stderr
+        _reset(cli, name)
     yield cli, data
     for dep in data["deployments"].values():
         sandbox.run(["systemctl", "stop", dep["unit"]])
-
-
-def _installed_profile(box: Sandbox, unit: str) -> str:
-    text = (box.unit_dir / unit).read_text()
-    assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
-    return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
 
 
 def _kinds(cli: Cli, deployment: str) -> list[tuple[str, str, str]]:
@@ -145,3 +142,48 @@ def test_changes_that_only_hurt_together_are_reported_as_an_interaction(world):
     survivor = yaml.safe_load(found["survivor_yaml"])["pair-bisected"]
     assert survivor["flags"] == {"enable-metrics": True} and survivor["env"] == {"OMP_NUM_THREADS": "4"}
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "pair-bisected"
+
+
+def _trial_in(cli: Cli, proc: Any, phase: str) -> int:
+    """The id of the bisect trial once it is in ``phase``."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline and proc.poll() is None, f"no bisect trial reached {phase}"
+        con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+        try:
+            row = con.execute("SELECT id, phase FROM releases WHERE kind='bisect' AND finished_at IS NULL"
+                              " ORDER BY id DESC LIMIT 1").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        finally:
+            con.close()
+        if row and row[1] == phase:
+            return int(row[0])
+        time.sleep(0.02)
+
+
+def test_abort_stops_a_bisect_and_the_known_good_unit_runs(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    _reset(cli, "glm5-sim")
+    proc = cli.start("bisect", "hangs-with-metrics", "-d", "glm5-sim")
+    trial = _trial_in(cli, proc, "RESTART")
+    done = cli("abort", "-d", "glm5-sim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert proc.wait(timeout=60) == ExitCode.INTERRUPTED
+    assert cli.json("show", str(trial))["result"] == "aborted"
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
+
+
+def test_a_killed_bisect_is_recovered_to_the_known_good_unit(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    proc = cli.start("bisect", "hangs-with-metrics", "-d", "glm5-sim")
+    trial = _trial_in(cli, proc, "RESTART")
+    lock = cli.box.root / "run/deployctl/locks" / f"{dep['unit']}.lock"
+    cli.box.run(["kill", "-9", str(json.loads(lock.read_text())["pid"])])  # the controller, as the OOM killer would
+    proc.wait(timeout=10)
+    done = cli("status", "glm5-sim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"recovered release {trial}" in done.stdout + done.stderr
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
