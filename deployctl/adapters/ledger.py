@@ -42,7 +42,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   deployment TEXT NOT NULL,
-  kind TEXT NOT NULL,                -- promote | rollback | adopted
+  kind TEXT NOT NULL,                -- promote | rollback | adopted | bisect
   profile TEXT,
   unit_name TEXT NOT NULL,
   unit_text TEXT NOT NULL,
