@@ -122,13 +122,15 @@ class Search:
         """The smallest group of ``failing`` found that fails on its own (one change, or an interaction)."""
         culprit, context = yield from self._isolate(frozenset(), failing)
         group: Subset = frozenset({culprit})
-        evidence = [f"added to {self._names(context)} (which passes) it fails" if context else "it fails alone"]
+        evidence = [f"{self._names(group)} added to {self._names(context)} (which passes) fails" if context
+                    else f"{self._names(group)} fails alone on the live profile"]
         while context:
-            alone = yield from self._ask(group, "does it fail alone?")
+            alone = yield from self._ask(group, f"does {self._names(group)} fail alone?")
             if not alone.passed:
-                evidence.append(f"alone on the live profile it fails too ({alone.summary})")
+                evidence.append(f"{self._names(group)} alone on the live profile fails too ({alone.summary})")
                 break
-            evidence.append(f"alone on the live profile it passes: it needs something of {self._names(context)}")
+            evidence.append(f"{self._names(group)} alone on the live profile passes: "
+                            f"it needs something of {self._names(context)}")
             extra, wider = yield from self._isolate(group, group | context)
             group |= {extra}
             context = wider - group

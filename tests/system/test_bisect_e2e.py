@@ -63,6 +63,15 @@ def _kinds(cli: Cli, deployment: str) -> list[tuple[str, str, str]]:
         con.close()
 
 
+def _baselines_measured(cli: Cli, deployment: str) -> int:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        return con.execute("SELECT COUNT(*) FROM benchmarks b JOIN releases r ON r.id = b.release_id"
+                           " WHERE r.deployment=? AND b.role='baseline'", (deployment,)).fetchone()[0]
+    finally:
+        con.close()
+
+
 def _say(case: str, found: dict[str, Any]) -> None:
     searching = [t for t in found["trials"] if not t["final"]]
     print(f"\n{case}: {len(found['trials'])} trial(s) ({len(searching)} searching, "
@@ -102,6 +111,7 @@ def test_forced_fusion_among_three_harmless_changes_is_found_and_the_rest_kept(w
     # every intermediate profile was rolled back, none kept
     assert all(r in ("passed", "rejected") for k, _, r in _kinds(cli, "glm5-sim") if k == "bisect")
     assert "three-harmless-and-fusion-bisected" not in (cli.inventory.read_text())  # never edited
+    assert _baselines_measured(cli, "glm5-sim") == 1  # by the promote; every trial reused it
 
 
 def test_qwen35_fusion_flag_is_blamed_from_the_startup_facts_without_a_benchmark(world):
