@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         ).completer = complete_profiles  # type: ignore[attr-defined]
     add_profile(parser, default=None, help="the same as PROFILE", dest="profile_option")
     parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)
-    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one)")
+    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
+                                                 "accepted as the first of two positional arguments)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the changes, what the ledger already blames, the worst case and the budget")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
