@@ -97,7 +97,7 @@ def _base(site: Site) -> str:
     return known.profile
 
 
-def _likely_harmless(site: Site, profile: str, changes: tuple[Change, ...]) -> frozenset[int]:
+def likely_harmless(site: Site, profile: str, changes: tuple[Change, ...]) -> frozenset[int]:
     """Changes pre-flight calls no-ops on this host: tried first on the passing side."""
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python)
     noops = [f.message for f in report.warnings if "no-effect" in f.code or "no effect" in f.message]
@@ -159,7 +159,7 @@ async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: b
     else:
         candidate = recorded_rejection(ledger, site, plan.candidate_hash, plan.known_good_hash, changes,
                                        BASELINE_MAX_AGE_S, time.time())
-    harmless = _likely_harmless(site, profile, changes) if preflight else frozenset()
+    harmless = likely_harmless(site, profile, changes) if preflight else frozenset()
     previous = adopt_installed(ledger, site)
     bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight), who(), previous,
                         progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployctl.commands.bisect import _likely_harmless
+from deployctl.commands.bisect import likely_harmless
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
 from deployctl.live.bisect import search_changes
@@ -15,4 +15,4 @@ def test_a_flag_preflight_calls_a_no_op_on_this_gpu_is_a_likely_harmless_change(
     changes = search_changes(site, "candidate-forced-fusion", "baseline")
     assert [c.text for c in changes] == ["+ --enable-flashinfer-allreduce-fusion", "+ SGLANG_SIM_FORCE_AR_FUSION=1"]
     # SM120: the fusion flag has no effect (catalogue ar-fusion-no-effect); the environment switch is not judged
-    assert _likely_harmless(site, "candidate-forced-fusion", changes) == {0}
+    assert likely_harmless(site, "candidate-forced-fusion", changes) == {0}
