@@ -214,7 +214,8 @@ def outcome_lines(out: BisectOutcome) -> list[str]:
         if not finding.survivors:
             lines.append("every change is a culprit: the baseline stays")
     if out.stopped:
-        lines.append(f"stopped: {out.stopped}")
+        lines.append(f"stopped: {out.stopped}; the known-good unit runs")
+        lines += [f"  blamed so far (by {c.how}): {_names(out, c.changes)}" for c in out.blamed_so_far]
     if out.survivor_yaml:
         kept = "kept" if out.exit_code == 0 else "NOT kept (it did not pass)"
         lines.append(f"the candidate minus the culprits ({out.survivor_name}) was {kept}; "
@@ -239,7 +240,8 @@ def outcome_json(out: BisectOutcome) -> dict[str, Any]:
                      for c in (finding.culprits if finding else ())],
         "candidate_passed": bool(finding and finding.candidate_passed),
         "survivors": sorted(finding.survivors) if finding else None,
-        "survivor_yaml": out.survivor_yaml, "stopped": out.stopped, "exit_code": out.exit_code,
+        "survivor_yaml": out.survivor_yaml, "stopped": out.stopped,
+        "blamed_so_far": [sorted(c.changes) for c in out.blamed_so_far], "exit_code": out.exit_code,
         "restarts": out.restarts, "benchmarked": out.benchmarked, "bench_s": round(out.bench_s, 2),
         "wall_s": round(out.wall_s, 2),
     }

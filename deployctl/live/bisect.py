@@ -31,7 +31,7 @@ from deployctl.promote.bisect_changes import (
     profile_yaml,
     startup_blame,
 )
-from deployctl.promote.bisect_search import Finding, Observation, Search, Trial
+from deployctl.promote.bisect_search import Culprit, Finding, Observation, Search, Trial
 from deployctl.promote.evidence import Evidence, PromoteOutcome
 from deployctl.startup.diff import diff_startups
 from deployctl.startup.report import StartupReport
@@ -67,6 +67,7 @@ class BisectOutcome:
     survivor_name: str | None = None
     survivor_yaml: str | None = None
     blamed_before: tuple[int, ...] = ()  # blamed by the candidate's own startup facts, no trial needed
+    blamed_so_far: tuple[Culprit, ...] = ()  # when the search stopped early: what it had blamed by then
     wall_s: float = 0.0
 
     @property
@@ -204,10 +205,12 @@ class Bisector:
 
     def _conclude(self, out: BisectOutcome, search: Search) -> None:
         if out.exit_code:
+            out.blamed_so_far = tuple(search.culprits)
             return
         finding = out.finding
         if finding is None:  # stopped by the budget: what was blamed so far
             out.exit_code = m.Result.INCONCLUSIVE.exit_code
+            out.blamed_so_far = tuple(search.culprits)
             return
         if finding.candidate_passed:
             out.exit_code = 0

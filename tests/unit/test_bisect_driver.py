@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from deployctl.commands.bisect import outcome_lines
 from deployctl.errors import ExitCode
 from deployctl.inventory.policy import BisectPolicy
 from deployctl.live.bisect import Bisector, Step
@@ -48,6 +49,12 @@ def test_a_spent_restart_budget_stops_before_the_next_trial() -> None:
     assert len(out.steps) == 2 and out.finding is None
     assert out.stopped.startswith("budget spent: 4 restart(s) of 4") and out.exit_code == ExitCode.INCONCLUSIVE
     assert out.survivor_yaml is None
+
+
+def test_a_stopped_search_says_what_it_had_blamed() -> None:
+    out = _run(BisectPolicy(max_restarts=7))  # enough to isolate #3, not to promote the rest
+    assert [sorted(c.changes) for c in out.blamed_so_far] == [[2]] and out.exit_code == ExitCode.INCONCLUSIVE
+    assert any("blamed so far (by isolation): #3 + --flag-2" in line for line in outcome_lines(out))
 
 
 def test_a_spent_benchmark_budget_stops_too() -> None:
