@@ -26,10 +26,18 @@ class LevelResult:
     output_tokens: int
     wall_s: float
     chunks: int
+    simulated_s: float = 0.0    # the engine's own clock over the level (model seconds, not time-scaled)
+    engine_tokens: int = 0      # tokens the engine generated over the level
 
     @property
     def agg_tok_s(self) -> float:
         return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def model_tok_s(self) -> float:
+        """Aggregate tok/s on the simulator's virtual clock: the model's throughput, unscaled, which a
+        loaded host cannot bend (it only makes the wall clock, ``agg_tok_s``, slower)."""
+        return self.engine_tokens / self.simulated_s if self.simulated_s > 0 else 0.0
 
 
 async def run_level(base_url: str, concurrency: int, requests: int, input_tokens: int = 1000,
@@ -62,11 +70,19 @@ async def run_level(base_url: str, concurrency: int, requests: int, input_tokens
                     if b'"choices":[]' in raw:
                         totals["tokens"] += json.loads(raw[6:])["usage"]["completion_tokens"]
 
+    async def clock(session: aiohttp.ClientSession) -> tuple[float, int]:
+        async with session.get(f"{base_url}/sim/telemetry") as resp:
+            engine = (await resp.json())["engine"]
+        return engine["simulated_s"], engine["generation_tokens"]
+
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        sim_start, tokens_start = await clock(session)
         start = time.perf_counter()
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         wall = time.perf_counter() - start
-    return LevelResult(concurrency, requests, totals["tokens"], wall, totals["chunks"])
+        sim_end, tokens_end = await clock(session)
+    return LevelResult(concurrency, requests, totals["tokens"], wall, totals["chunks"],
+                       sim_end - sim_start, tokens_end - tokens_start)
 
 
 @dataclass
