@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -117,6 +118,22 @@ class SimHandle:
 
 
 def free_port() -> int:
+    """A port free now, below the kernel's ephemeral range. ``bind(0)`` would pick one inside that range,
+    where any outgoing connection on a busy host (a load client's source port) may take it before the
+    server binds it, and the server then fails with "address already in use" once in a while."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(max(1024, low - 16384), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
