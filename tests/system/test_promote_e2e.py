@@ -198,11 +198,12 @@ def test_second_promote_is_busy_at_once(world):
     while not lock.exists() or not lock.read_text():
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.02)
-    started = time.monotonic()
     second = cli("promote", "candidate", "-d", "qwen35-sim")
     assert second.returncode == ExitCode.BUSY, second.stdout + second.stderr
     assert "busy" in second.stderr and "deployctl abort -d qwen35-sim" in second.stderr
-    assert time.monotonic() - started < 5
+    # "at once": it answered while the first still held the lock (it did not wait for it); an order,
+    # not a stopwatch, so a loaded machine cannot fail it
+    assert first.poll() is None, "the second promote waited for the first to finish"
     assert first.wait(timeout=120) == ExitCode.REJECTED
 
 
