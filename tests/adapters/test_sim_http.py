@@ -39,7 +39,9 @@ INCIDENT_A = {1: (4, 121.6), 4: (8, 399.1), 16: (32, 1213.5), 32: (64, 1515.1), 
 
 def _start(tmp: Path, flags: list[str], **env: str) -> SimHandle:
     sim = launch(flags, {**BASE_ENV, **env}, str(tmp))
-    assert wait_ready(sim), sim.log()[-3000:]
+    if not wait_ready(sim):
+        sim.stop()  # a simulator that never got ready must not outlive the test
+        pytest.fail(f"the simulator did not get ready:\n{sim.log()[-3000:]}")
     return sim
 
 
@@ -175,14 +177,17 @@ async def test_error_rate_and_crash_after(tmp_path: Path) -> None:
     finally:
         sim.stop()
     sim = _start(tmp_path, QWEN, SGLANG_SIM_FAULT="crash_after:2", SGLANG_SIM_TIME_SCALE="20")
-    async with aiohttp.ClientSession() as session:
-        for _ in range(2):
-            try:
-                async with session.post(f"{sim.url}/v1/completions", json={"prompt": "x", "max_tokens": 2}) as resp:
-                    await resp.read()
-            except aiohttp.ClientError:
-                pass
-    assert sim.proc.wait(10) == -signal.SIGKILL
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(2):
+                try:
+                    async with session.post(f"{sim.url}/v1/completions", json={"prompt": "x", "max_tokens": 2}) as resp:
+                        await resp.read()
+                except aiohttp.ClientError:
+                    pass
+        assert sim.proc.wait(10) == -signal.SIGKILL
+    finally:
+        sim.stop()
     assert "crashed with exit code -9. Triggering SIGQUIT for cleanup..." in sim.log()
 
 
