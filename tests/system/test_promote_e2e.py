@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
-def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Any, dict[str, Any]]]:
+def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("promote-e2e")
     data = make_inventory(root / "inventory.yaml")
     yield sandbox, root / "inventory.yaml", data
@@ -35,7 +35,7 @@ def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture
-def world(site: tuple[Sandbox, Any, dict[str, Any]], tmp_path) -> Iterator[tuple[Cli, dict[str, Any]]]:
+def world(site: tuple[Sandbox, Path, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Cli, dict[str, Any]]]:
     """A fresh ledger, and both deployments' baseline installed and healthy (restarted only where it is not)."""
     box, inventory, data = site
     cli = Cli(box, inventory, tmp_path / "state")
