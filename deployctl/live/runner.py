@@ -82,6 +82,8 @@ class Runner:
             state = m.advance(state, outcome)
         self.ledger.save_state(self.release_id, state.to_dict())
         self._finish(state)
+        if self.a.guard is not None:  # kept or rolled back: nothing left for the switch to do
+            await self.a.guard.disarm()
         return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
 
     def _finish(self, state: m.State) -> None:
@@ -163,7 +165,8 @@ class Runner:
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
-        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",))
+        armed = await self.a.guard.arm(self.release_id) if self.a.guard is not None else None
+        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",) + ((armed,) if armed else ()))
 
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
         outcome = await self._start(fresh=False)
