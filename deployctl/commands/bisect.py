@@ -11,6 +11,7 @@ from typing import Any
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
+from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     adopt_installed,
@@ -27,6 +28,7 @@ from deployctl.commands.promote import abort_request
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.live.bindings import live_adapters
 from deployctl.live.bisect import BisectOutcome, Bisector, observe, recorded_rejection, search_changes
+from deployctl.live.protocols import Guard
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
 from deployctl.promote.bisect_changes import Change
@@ -68,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
                         help="measure the live release once now instead of reusing a measurement from the last hour")
+    add_in_unit_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,9 +82,11 @@ def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
     if args.dry_run:
         return dry_run(site, profile, as_json=args.json)
+    if args.in_unit:
+        return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
         out = asyncio.run(bisect(site, profile, lock, preflight=not args.skip_preflight,
-                                 fresh_baseline=args.fresh_baseline))
+                                 fresh_baseline=args.fresh_baseline, guard=dead_man(args, site)))
     report(out, as_json=args.json)
     return out.exit_code
 
@@ -137,12 +142,12 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
 
 async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                  fresh_baseline: bool = False, rejected: PromoteOutcome | None = None,
-                 ledger: Ledger | None = None) -> BisectOutcome:
+                 ledger: Ledger | None = None, guard: Guard | None = None) -> BisectOutcome:
     """The whole bisect under a held lock. ``rejected``: the promote of ``profile`` that just failed."""
     if ledger is None:
         with Ledger.open(site.state_dir) as opened:
             return await bisect(site, profile, lock, preflight=preflight, fresh_baseline=fresh_baseline,
-                                rejected=rejected, ledger=opened)
+                                rejected=rejected, ledger=opened, guard=guard)
     progress = TerminalProgress()
     async with live_adapters(site, profile, progress, preflight=False) as adapters:
         say(await recover_first(ledger, site, adapters, NAME))
@@ -163,7 +168,7 @@ async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: b
     previous = adopt_installed(ledger, site)
     bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight), who(), previous,
                         progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,
-                        fresh_baseline=fresh_baseline)
+                        fresh_baseline=fresh_baseline, guard=guard)
     _abort_on_signals(bisector, lock)
     out = await bisector.run(Search(len(changes), candidate=candidate, likely_harmless=harmless), changes)
     out.blamed_before = tuple(sorted(candidate.startup_blamed)) if candidate else ()

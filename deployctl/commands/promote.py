@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
             if not args.json:
                 _report(out, as_json=False)
-            found = asyncio.run(bisect.bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out))
+            found = asyncio.run(bisect.bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out,
+                                              guard=dead_man(args, site)))
             if args.json:
                 emit_json({"promote": outcome_json(out), "bisect": bisect.outcome_json(found)})
             else:

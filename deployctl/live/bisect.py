@@ -19,7 +19,7 @@ from typing import Any, Callable
 from deployctl.adapters.ledger import Ledger
 from deployctl.inventory.model import Profile, resolve_profile
 from deployctl.live.bindings import live_adapters
-from deployctl.live.protocols import Progress
+from deployctl.live.protocols import Guard, Progress
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
@@ -165,6 +165,7 @@ class Bisector:
     preflight: bool = True
     baseline_max_age_s: float = 3600.0
     fresh_baseline: bool = False  # measure the baseline in the first trial; the later ones reuse it
+    guard: Guard | None = None  # the dead-man's switch, armed for each trial as for a promote
     abort_reason: str | None = None
     current: Runner | None = None
 
@@ -233,7 +234,7 @@ class Bisector:
         definition = profile_definition(self.base, chosen, f"{self.base} + {described} ({trial.purpose})")
         site = self.site.with_profile(name, Profile(**definition))
         t0 = self.clock()
-        async with live_adapters(site, name, self.progress, preflight=self.preflight) as adapters:
+        async with live_adapters(site, name, self.progress, preflight=self.preflight, guard=self.guard) as adapters:
             plan = site.plan(name)
             release_id = self.ledger.begin_release(
                 deployment=site.name, kind="promote" if trial.final else "bisect", profile=name,
