@@ -9,6 +9,11 @@ values), ``-n all`` starts at the invocation's first line (``-f`` alone starts t
 ``JournalLine.text`` keeps ``\\r`` and ANSI escapes (the startup parser handles them); ``.display``
 is the last progress-bar frame without colours, for people.
 
+Reads are bounded to what the caller needs, never a server's whole history (an invocation can live for
+weeks): ``read(since=, until=)`` asks journalctl for a time window (it seeks there through the journal's
+index), ``read(stop_after=)`` stops journalctl at the line the caller was waiting for (the startup log
+ends at the ready line), and ``max_lines`` caps any read.
+
 The command prefix is configurable (``Journal(command=...)``) so the log of a sandboxed systemd is read
 from outside with ``journalctl --root /proc/PID/root``, or over SSH.
 """
@@ -17,14 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from deployctl.adapters.aio import bounded
 from deployctl.errors import SystemdError
 from deployctl.startup.journal_line import JournalLine
 
 # SGLang's server_args dump reaches 19 KB; as a JSON list of byte values a line is up to 4× longer.
 _STREAM_LIMIT = 16 * 1024 * 1024
+# No read returns more lines than this: a startup log is a few hundred, a benchmark trial's window a few
+# thousand at most.
+MAX_LINES = 200_000
+_EXIT_WAIT_S = 5.0
+
+log = logging.getLogger("deployctl.journal")
 
 
 def decode_message(value: Any) -> str:
@@ -59,10 +72,16 @@ def parse_entry(raw: bytes | str) -> JournalLine | None:
     )
 
 
-def journal_argv(command: Sequence[str], invocation_id: str, *, follow: bool, lines: str = "all") -> list[str]:
+def journal_argv(command: Sequence[str], invocation_id: str, *, follow: bool, lines: str = "all",
+                 since: float | None = None, until: float | None = None) -> list[str]:
+    """``since``/``until`` are epoch seconds (journalctl's ``@SECONDS`` form, microsecond precision)."""
     if not re.fullmatch(r"[0-9a-f]{32}", invocation_id):
         raise ValueError(f"not an invocation id: {invocation_id!r}")
     argv = [*command, "-o", "json", "--no-pager", "-a", "-n", lines]
+    if since is not None:
+        argv.append(f"--since=@{since:.6f}")
+    if until is not None:
+        argv.append(f"--until=@{until:.6f}")
     if follow:
         argv.append("-f")
     return [*argv, f"_SYSTEMD_INVOCATION_ID={invocation_id}", "+", f"INVOCATION_ID={invocation_id}"]
@@ -115,7 +134,10 @@ class Follower:
         # (Popen.send_signal polls first), which then logs "Unknown child process".
         if not self._eof and proc.returncode is None:
             proc.kill()
-        await proc.wait()
+        try:
+            await bounded(proc.wait(), _EXIT_WAIT_S)
+        except asyncio.TimeoutError:  # its pipe still open somewhere: do not hang the caller on it
+            log.warning("journalctl (pid %s) did not end within %g s of being stopped", proc.pid, _EXIT_WAIT_S)
 
     async def __aenter__(self) -> "Follower":
         return self
@@ -132,13 +154,20 @@ class Journal:
         """Every line of the invocation from its first, then new ones as they are written, until closed."""
         return Follower(journal_argv(self.command, invocation_id, follow=True))
 
-    async def read(self, invocation_id: str, *, last: int | None = None) -> list[JournalLine]:
-        """The lines written so far (the last ``last`` of them if given)."""
-        argv = journal_argv(self.command, invocation_id, follow=False, lines=str(last) if last else "all")
+    async def read(self, invocation_id: str, *, last: int | None = None, since: float | None = None,
+                   until: float | None = None, stop_after: Callable[[JournalLine], bool] | None = None,
+                   max_lines: int = MAX_LINES) -> list[JournalLine]:
+        """The invocation's lines written so far: the last ``last``; those stamped in [``since``, ``until``]
+        (epoch seconds); up to and including the first for which ``stop_after`` is true; never more than
+        ``max_lines`` (the first ones)."""
+        argv = journal_argv(self.command, invocation_id, follow=False, lines=str(last) if last else "all",
+                            since=since, until=until)
         lines: list[JournalLine] = []
         async with Follower(argv) as follower:
             async for line in follower:
                 lines.append(line)
+                if len(lines) >= max_lines or (stop_after is not None and stop_after(line)):
+                    break  # leaving the block stops journalctl: the rest is never read
         return lines
 
 

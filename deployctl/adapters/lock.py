@@ -1,15 +1,20 @@
-"""One lock per deployment on the host: ``flock`` on ``<state-dir>/locks/<deployment>.lock``.
+"""One lock per unit on the host: ``flock`` on ``<lock-dir>/<unit>.lock`` (default /run/deployctl/locks).
 
-The kernel releases a ``flock`` when its holder dies, so a crashed controller never blocks the next one.
-The file also names its holder (pid, process start time, verb, who, since) for ``Busy`` messages and for
-``deployctl abort``. A lock still held while the named holder is dead (its descriptor inherited by an
-orphaned child) is stale: it is broken by replacing the file, under a guard lock so that two breakers
-cannot race, and every acquirer checks it locked the file that is at the path now (inode check).
+Keyed by the unit, not by the ledger: two commands with different ``--state-dir`` still exclude each
+other on the same unit. The kernel releases a ``flock`` when its holder dies, so a crashed controller
+never blocks the next one, and the file is never unlinked or replaced, so the lock is always the same
+inode and two holders cannot exist (a "stale lock" break that unlinked the file could hand it to a
+second process while a first one had just taken it). The descriptor is close-on-exec, so no program
+deployctl runs inherits it.
+
+Under the lock, the holder writes its description into the file (pid, process start time, verb, who,
+since) for ``Busy`` messages and ``deployctl abort``. A reader may find a description of a dead holder
+while the lock is held: a new holder that has not written its own yet, or a descriptor inherited by a
+fork without exec. Either way the lock is busy; the message says so and how to find the process.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -58,13 +63,17 @@ def is_alive(holder: Holder) -> bool:
     return process_start_ticks(holder.pid) == holder.start_ticks
 
 
+DEFAULT_LOCK_DIR = Path("/run/deployctl/locks")
+
+
 class DeploymentLock:
     """``lock.acquire("promote", who)`` raises ``Busy`` at once when held; ``with lock:`` releases it."""
 
-    def __init__(self, state_dir: Path, deployment: str) -> None:
-        self.deployment = deployment
-        self.dir = Path(state_dir) / "locks"
-        self.path = self.dir / f"{_SAFE_NAME.sub('_', deployment)}.lock"
+    def __init__(self, lock_dir: Path, unit: str, deployment: str | None = None) -> None:
+        self.unit = unit
+        self.deployment = deployment or unit
+        self.dir = Path(lock_dir)
+        self.path = self.dir / f"{_SAFE_NAME.sub('_', unit)}.lock"
         self._fd: int | None = None
 
     def holder(self) -> Holder | None:
@@ -76,9 +85,9 @@ class DeploymentLock:
     def _read_holder(self) -> Holder | None:
         try:
             data: dict[str, Any] = json.loads(self.path.read_text() or "null")
-        except (OSError, ValueError):
+            return Holder(**data) if data else None
+        except (OSError, ValueError, TypeError):
             return None
-        return Holder(**data) if data else None
 
     def _held_by_someone(self) -> bool:
         try:
@@ -96,56 +105,35 @@ class DeploymentLock:
     def acquire(self, verb: str, who: str) -> Holder:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise DeployctlError(f"cannot create the lock directory {self.dir}: {exc}", hint="run as root") from exc
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                raise DeployctlError(f"cannot open the lock {self.path}: {exc.strerror}", hint="run as root") from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                current = self._read_holder()
-                if current is not None and not is_alive(current):
-                    self._break_stale(current)
-                    continue
-                what = current.describe() if current else "another deployctl process"
-                raise Busy(
-                    f"deployment {self.deployment} is busy: {what} holds its lock",
-                    hint=f"wait for it to finish, or stop it with `deployctl abort -d {self.deployment}`",
-                ) from None
-            if not self._still_at_path(fd):
-                os.close(fd)  # a breaker replaced the file between our open and our flock
-                continue
-            me = Holder(os.getpid(), process_start_ticks(os.getpid()), verb, who, time.time())
+            raise DeployctlError(f"cannot open the lock {self.path}: {exc.strerror}",
+                                 hint="run as root (DEPLOYCTL_LOCK_DIR moves the lock directory)") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise Busy(f"deployment {self.deployment} is busy: {self._who_holds()} holds the lock of {self.unit}",
+                       hint=f"wait for it to finish, or stop it with `deployctl abort -d {self.deployment}`"
+                            f" (`fuser -v {self.path}` shows the process)") from None
+        me = Holder(os.getpid(), process_start_ticks(os.getpid()), verb, who, time.time())
+        try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(asdict(me)).encode(), 0)
-            os.fsync(fd)
-            self._fd = fd
-            return me
-        raise Busy(f"deployment {self.deployment}'s lock keeps changing hands", hint="try again in a moment")
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return me
 
-    def _still_at_path(self, fd: int) -> bool:
-        try:
-            return os.fstat(fd).st_ino == os.stat(self.path).st_ino
-        except FileNotFoundError:
-            return False
-
-    def _break_stale(self, stale: Holder) -> None:
-        guard = os.open(self.dir / ".guard", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(guard, fcntl.LOCK_EX)
-            # Re-read under the guard: another breaker may already have replaced the file.
-            if self._read_holder() == stale:
-                try:
-                    self.path.unlink()
-                except OSError as exc:
-                    if exc.errno != errno.ENOENT:
-                        raise
-        finally:
-            os.close(guard)
+    def _who_holds(self) -> str:
+        current = self._read_holder()
+        if current is None:
+            return "another deployctl process"
+        if not is_alive(current):
+            return (f"a process other than the one recorded ({current.describe()}, which has ended: the new holder"
+                    " is still writing its record, or a child inherited the descriptor)")
+        return current.describe()
 
     def release(self) -> None:
         if self._fd is None:

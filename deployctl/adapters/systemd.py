@@ -1,10 +1,11 @@
 """systemd over D-Bus: reload, restart/start/stop with the job's result, unit state, state-change watch.
 
-The only importer of dbus-fast. Pitfalls handled here (measured, see docs/systemd.md):
-- ``Manager.Subscribe`` is called once per connection (PropertiesChanged never arrives without it, a
-  second call raises ``AlreadySubscribed``);
+The only importer of dbus-fast (with systemd_bus.py, the connection itself: bounded calls, reconnect
+and retry, systemd followed across ``daemon-reexec``). Pitfalls handled here (measured, docs/systemd.md):
 - every ``JobRemoved`` is recorded by job path from the moment the connection exists, so a job that
-  finishes before the ``RestartUnit`` reply is processed is not lost;
+  finishes before the ``RestartUnit`` reply is processed is not lost; a job wait also checks every
+  ``_JOB_POLL_S`` (and after a reconnect) that the job still exists, should its signal be lost;
+- a watch subscribes to its unit's own ``PropertiesChanged`` and re-reads the state after a reconnect;
 - D-Bus errors become deployctl's exceptions at this boundary, with what to do next.
 """
 
@@ -17,10 +18,18 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator
 
-from dbus_fast import BusType, Message, MessageType
-from dbus_fast.aio import MessageBus
+from dbus_fast import Message, MessageType
 from dbus_fast.errors import DBusError
 
+from deployctl.adapters.aio import bounded
+from deployctl.adapters.systemd_bus import (
+    MANAGER,
+    MANAGER_PATH,
+    PROPERTIES,
+    SYSTEMD,
+    SystemdBus,
+    properties_rule,
+)
 from deployctl.errors import (
     AccessDenied,
     BadUnitSetting,
@@ -32,18 +41,12 @@ from deployctl.units.state import UnitState
 
 log = logging.getLogger("deployctl.systemd")
 
-SYSTEMD = "org.freedesktop.systemd1"
-MANAGER_PATH = "/org/freedesktop/systemd1"
-MANAGER = "org.freedesktop.systemd1.Manager"
 UNIT = "org.freedesktop.systemd1.Unit"
 SERVICE = "org.freedesktop.systemd1.Service"
-PROPERTIES = "org.freedesktop.DBus.Properties"
 
 JOB_RESULTS = ("done", "failed", "timeout", "canceled", "dependency", "skipped")
 # How often a job wait checks that the job still exists, should its JobRemoved signal be lost.
 _JOB_POLL_S = 2.0
-# A method call systemd has not answered in this long will not be answered.
-_CALL_TIMEOUT_S = 25.0
 _REMEMBERED_JOBS = 4096
 
 ACCESS_HINT = (
@@ -106,56 +109,30 @@ def _v(props: dict[str, Any], key: str, default: Any) -> Any:
 
 
 class Systemd:
-    """An asyncio connection to systemd's manager on the system bus."""
+    """An asyncio connection to systemd's manager on the system bus that survives losing it."""
 
-    def __init__(self, bus: MessageBus) -> None:
-        self._bus = bus
+    def __init__(self, bus_address: str | None) -> None:
+        self.bus = SystemdBus(bus_address, self._on_signal, self._on_reconnect)
         # Every JobRemoved result by job path: ours may arrive before the RestartUnit reply is processed.
         self._jobs: OrderedDict[str, str] = OrderedDict()
         self._job_waiters: dict[str, list[asyncio.Future[str]]] = {}
         self._watchers: dict[str, list[asyncio.Queue[None]]] = {}
         self._paths: dict[str, str] = {}
-        self._systemd_name = ""  # systemd's unique bus name, set by connect()
-        bus.add_message_handler(self._on_message)
+        self._recheck = asyncio.Event()  # set on a reconnect: signals may have been missed
 
     @classmethod
     async def connect(cls, bus_address: str | None = None) -> "Systemd":
         """Connect to ``bus_address``, else ``$DBUS_SYSTEM_BUS_ADDRESS``, else the standard system bus."""
-        address = bus_address or os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
-        try:
-            bus = await MessageBus(bus_address=address, bus_type=BusType.SYSTEM).connect()
-        except (OSError, DBusError) as exc:
-            raise SystemdError(
-                f"cannot reach the system bus at {address or 'the default socket'}: {exc}",
-                hint="is systemd (and dbus) running on this host? DBUS_SYSTEM_BUS_ADDRESS overrides the address",
-            ) from exc
-        self = cls(bus)
-        try:
-            try:
-                (self._systemd_name,) = await self._call("org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                                         "org.freedesktop.DBus", "GetNameOwner", "s", [SYSTEMD])
-            except SystemdError as exc:
-                raise SystemdError(
-                    f"systemd is not on the system bus at {address or 'the default socket'}",
-                    hint="deployctl needs systemd as the init system of the host (or a sandbox's bus address)",
-                ) from exc
-            # The match rules are in place (the bus keeps per-connection order) before any job starts.
-            for rule in (
-                f"type='signal',sender='{SYSTEMD}',interface='{MANAGER}',member='JobRemoved'",
-                f"type='signal',sender='{SYSTEMD}',interface='{PROPERTIES}',member='PropertiesChanged'",
-            ):
-                await self._call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                 "AddMatch", "s", [rule])
-            await self._manager("Subscribe")
-        except BaseException:
-            bus.disconnect()
-            raise
+        self = cls(bus_address or os.environ.get("DBUS_SYSTEM_BUS_ADDRESS"))
+        await self.bus.open()
         return self
 
     async def close(self) -> None:
-        self._bus.disconnect()
+        bus = self.bus.close()
+        if bus is None:
+            return
         try:
-            await asyncio.wait_for(self._bus.wait_for_disconnect(), 2)
+            await bounded(bus.wait_for_disconnect(), 2)
         except Exception:  # noqa: BLE001 - closing: a connection already gone (or slow to go) is fine
             log.debug("systemd bus: disconnect did not complete cleanly")
 
@@ -167,10 +144,7 @@ class Systemd:
 
     # --- signals -------------------------------------------------------------------------------
 
-    def _on_message(self, msg: Message) -> None:
-        # Only systemd's own signals: a signal sent straight to this connection bypasses the match rules.
-        if msg.message_type is not MessageType.SIGNAL or msg.sender != self._systemd_name:
-            return
+    def _on_signal(self, msg: Message) -> None:
         if msg.member == "JobRemoved" and msg.interface == MANAGER:
             _id, job, _unit, result = msg.body
             # Kept even when someone waits: two callers can be handed the same (merged) job.
@@ -184,23 +158,19 @@ class Systemd:
             for queue in self._watchers.get(msg.path, ()):
                 queue.put_nowait(None)
 
+    def _on_reconnect(self) -> None:
+        # Whatever changed while no signal could arrive: job waits look again, watches re-read the state.
+        self._recheck.set()
+        self._recheck = asyncio.Event()
+        for queues in self._watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
+
     # --- calls ---------------------------------------------------------------------------------
 
     async def _call(self, dest: str, path: str, iface: str, member: str, signature: str = "",
                     body: list[Any] | None = None, unit: str | None = None) -> list[Any]:
-        message = Message(destination=dest, path=path, interface=iface, member=member, signature=signature,
-                          body=body or [])
-        try:
-            reply = await asyncio.wait_for(self._bus.call(message), _CALL_TIMEOUT_S)
-        except asyncio.TimeoutError as exc:
-            # A controller must never wait forever: say which call systemd left unanswered.
-            raise SystemdError(f"systemd did not answer {member} within {_CALL_TIMEOUT_S:g} s",
-                               hint="is PID 1 busy or stuck? see `journalctl -b -u init.scope`") from exc
-        except DBusError as exc:
-            raise _map_error(exc, unit) from exc
-        except (OSError, EOFError) as exc:
-            raise SystemdError(f"lost the connection to systemd's bus: {exc}",
-                               hint="is systemd (and dbus) still running?") from exc
+        reply = await self.bus.call(dest, path, iface, member, signature, body)
         if reply.message_type is MessageType.ERROR:
             text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
             raise _map_error(DBusError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text), unit)
@@ -242,10 +212,13 @@ class Systemd:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
+            recheck = asyncio.ensure_future(self._recheck.wait())
             try:
-                return await asyncio.wait_for(asyncio.shield(waiter), _JOB_POLL_S)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter, recheck}, timeout=_JOB_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                recheck.cancel()
+            if waiter.done():
+                return waiter.result()
             if job in self._jobs:
                 return self._jobs[job]
             if not await self._job_exists(job):
@@ -262,12 +235,7 @@ class Systemd:
                 )
 
     async def _job_exists(self, job: str) -> bool:
-        message = Message(destination=SYSTEMD, path=job, interface=PROPERTIES, member="Get", signature="ss",
-                          body=["org.freedesktop.systemd1.Job", "State"])
-        try:
-            reply = await self._bus.call(message)
-        except DBusError:
-            return False
+        reply = await self.bus.call(SYSTEMD, job, PROPERTIES, "Get", "ss", ["org.freedesktop.systemd1.Job", "State"])
         return reply.message_type is not MessageType.ERROR
 
     async def restart(self, unit: str, *, timeout: float | None = None) -> JobResult:
@@ -324,6 +292,8 @@ class Systemd:
         """Yield the unit's state now and after every change systemd announces, until the caller stops."""
         path = await self.unit_path(unit)
         queue: asyncio.Queue[None] = asyncio.Queue()
+        rule = properties_rule(path)
+        await self.bus.add_rule(rule)
         self._watchers.setdefault(path, []).append(queue)
         try:
             yield await self.unit_state(unit)
@@ -334,6 +304,9 @@ class Systemd:
                 yield await self.unit_state(unit)
         finally:
             self._watchers[path].remove(queue)
+            if not self._watchers[path]:
+                del self._watchers[path]
+            self.bus.remove_rule(rule)
 
     async def enable_unit_files(self, files: list[str]) -> None:
         """``systemctl enable FILES`` (the [Install] section's symlinks, persistent), then a daemon-reload."""

@@ -70,9 +70,18 @@ def limits(policy: Policy, *, preflight: bool = True) -> m.Limits:
 
 @contextmanager
 def locked(site: Site, verb: str) -> Iterator[DeploymentLock]:
-    """Hold the deployment's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it."""
-    lock = DeploymentLock(site.state_dir, site.name)
+    """Hold the unit's lock for the whole verb; ``Busy`` (exit 4) at once when someone else has it.
+
+    A verb that changes things also makes the state directory (0700), which read-only verbs expect and
+    never create: the lock no longer lives there, so it is made here."""
+    lock = site.lock()
     lock.acquire(verb, who())
+    try:
+        site.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        lock.release()
+        raise InputError(f"cannot create the state directory {site.state_dir}: {exc.strerror}",
+                         hint="run as root, or pass --state-dir DIR (or $DEPLOYCTL_STATE_DIR)") from None
     try:
         yield lock
     finally:

@@ -8,7 +8,7 @@ import signal
 import time
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.adapters.lock import DeploymentLock, is_alive
+from deployctl.adapters.lock import is_alive
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     recover_now,
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
-    lock = DeploymentLock(site.state_dir, site.name)
+    lock = site.lock()
     holder = lock.holder()
     if holder is None or not is_alive(holder):
         recovered = recover_now(site, NAME)

@@ -33,7 +33,7 @@ def add_global_options(parser: argparse.ArgumentParser, *, in_verb: bool) -> Non
     group.add_argument("-i", "--inventory", metavar="FILE", default=default(None),
                        help=f"inventory YAML (default: ${INVENTORY_ENV}, else {DEFAULT_INVENTORY})")
     group.add_argument("--state-dir", metavar="DIR", default=default(None),
-                       help="where the ledger and locks live (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)")
+                       help="where the ledger lives (default: $DEPLOYCTL_STATE_DIR, else /var/lib/deployctl)")
     group.add_argument("-v", "--verbose", action="count", default=default(0), help="more log output (-vv for debug)")
     group.add_argument("--json", action="store_true", default=default(False),
                        help="print the result as JSON on stdout; an error is {\"error\", \"hint\", \"exit_code\"}")

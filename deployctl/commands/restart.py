@@ -92,7 +92,8 @@ async def _restart(site: Site, args: argparse.Namespace) -> tuple[str, RestartRe
     profile = _profile(site, args.profile)
     rendered = site.render(profile)
     current = files.known_good(site.unit)
-    if current is not None and current.text == rendered.text:
+    changed = current is None or current.text != rendered.text
+    if current is not None and not changed:
         installed = f"{current.path} unchanged ({profile})"
     else:
         done = files.install(site.unit, rendered.text, adopt=args.adopt)
@@ -101,7 +102,10 @@ async def _restart(site: Site, args: argparse.Namespace) -> tuple[str, RestartRe
     follow = _echo if args.follow and not args.json else None
     systemd = await site.endpoint.connect()
     try:
-        await systemd.reload()
+        # Only when needed: a non-root operator restarting an unchanged unit holds no reload-daemon grant
+        # (systemd/50-deployctl.rules), which would also authorise re-executing PID 1.
+        if changed or (await systemd.unit_state(site.unit)).need_daemon_reload:
+            await systemd.reload()
         report = await restart_and_wait(systemd, site.endpoint.journal(), site.unit, timeout_s=timeout,
                                         probe=http_health_probe(site.url + "/health"), on_line=follow)
     finally:

@@ -100,7 +100,7 @@ def _server_info(path: str | None) -> dict[str, Any] | None:
 
 async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | None) -> StartupReport:
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.live.restart import Endpoint
+    from deployctl.live.restart import Endpoint, read_startup
     from deployctl.live.site import server_url
 
     inv = load_inventory_from_args(args)
@@ -114,7 +114,7 @@ async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | 
     if not state.invocation_id:
         raise InputError(f"{dep.unit} has no current invocation (it has not been started since boot)",
                          hint=f"`systemctl status {dep.unit}`; or give a saved log FILE")
-    lines = await endpoint.journal().read(state.invocation_id)
+    lines = await read_startup(endpoint.journal(), state.invocation_id)
     if server_info is None and state.active_state == "active":
         try:
             async with ControlClient(server_url(inv.host_of(dep), dep.port), timeout_s=3.0) as client:

@@ -19,7 +19,7 @@ from deployctl.inventory.policy import Policy
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.live.measure import LiveBench
 from deployctl.live.protocols import Adapters, Progress, QuietProgress
-from deployctl.live.restart import http_health_probe, restart_and_wait
+from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
 from deployctl.promote.evidence import (
     DriftResult,
@@ -86,7 +86,7 @@ class LiveUnits:
         """The whole startup log once /health answered first: the journal may lag the ready line a little."""
         deadline = asyncio.get_running_loop().time() + settle_s
         while True:
-            lines = await self.journal.read(invocation_id)
+            lines = await read_startup(self.journal, invocation_id)
             startup = parse_lines(line.text for line in lines if not line.from_manager)
             if startup.ready or asyncio.get_running_loop().time() >= deadline:
                 return startup
@@ -119,7 +119,7 @@ class LiveStartup:
         state = await self.systemd.unit_state(name)
         if not state.invocation_id or state.active_state != "active":
             return None
-        lines = await self.journal.read(state.invocation_id)
+        lines = await read_startup(self.journal, state.invocation_id)
         return parse_lines(line.text for line in lines if not line.from_manager)
 
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:

@@ -131,7 +131,7 @@ class LiveBench:
         async def lines(start: float, end: float) -> list[str] | None:
             """The server's own lines stamped in [start, end]; None (not judged on) when unreadable."""
             try:
-                entries = await self.journal.read(invocation_id)
+                entries = await self.journal.read(invocation_id, since=start, until=end)
             except (DeployctlError, OSError) as exc:
                 self._say_once(f"cannot read the server's journal, so retractions are not checked: {exc}",
                                about=f"journal {invocation_id}")

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import AsyncIterator, Awaitable, Callable, Protocol
 
+from deployctl.adapters.aio import cancel_all
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import READY_LINE, ReadinessTracker, ReadyOutcome
 from deployctl.units.state import UnitState
@@ -107,6 +108,4 @@ async def wait_ready(
             if outcome is not None:
                 return outcome
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)

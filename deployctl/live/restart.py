@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
+from deployctl.adapters.aio import bounded
 from deployctl.adapters.journal import Journal
+from deployctl.adapters.lock import DEFAULT_LOCK_DIR, DeploymentLock
 from deployctl.adapters.systemd import JobResult, Systemd
 from deployctl.adapters.unitfiles import (
     DEFAULT_BACKUP_DIR,
@@ -46,11 +48,12 @@ class Endpoint:
     runtime_dir: Path = DEFAULT_RUNTIME_DIR
     backup_dir: Path | None = DEFAULT_BACKUP_DIR
     journal_command: tuple[str, ...] = ("journalctl",)
+    lock_dir: Path = DEFAULT_LOCK_DIR  # per unit, whatever the ledger's --state-dir
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Endpoint":
         """Defaults overridden by DEPLOYCTL_UNIT_DIR, DEPLOYCTL_RUNTIME_UNIT_DIR, DEPLOYCTL_BACKUP_DIR,
-        DEPLOYCTL_JOURNALCTL (a command line, e.g. ``journalctl --root /proc/1234/root``)."""
+        DEPLOYCTL_JOURNALCTL (a command line, e.g. ``journalctl --root /proc/1234/root``), DEPLOYCTL_LOCK_DIR."""
         env = dict(os.environ if env is None else env)
         return cls(
             bus_address=env.get("DBUS_SYSTEM_BUS_ADDRESS") or None,
@@ -58,10 +61,14 @@ class Endpoint:
             runtime_dir=Path(env.get("DEPLOYCTL_RUNTIME_UNIT_DIR") or DEFAULT_RUNTIME_DIR),
             backup_dir=Path(env.get("DEPLOYCTL_BACKUP_DIR") or DEFAULT_BACKUP_DIR),
             journal_command=tuple(shlex.split(env.get("DEPLOYCTL_JOURNALCTL") or "journalctl")),
+            lock_dir=Path(env.get("DEPLOYCTL_LOCK_DIR") or DEFAULT_LOCK_DIR),
         )
 
     def unit_files(self) -> UnitFiles:
         return UnitFiles(self.unit_dir, self.runtime_dir, self.backup_dir)
+
+    def lock(self, unit: str, deployment: str | None = None) -> DeploymentLock:
+        return DeploymentLock(self.lock_dir, unit, deployment)
 
     def journal(self) -> Journal:
         return Journal(self.journal_command)
@@ -95,13 +102,13 @@ def http_health_probe(url: str, *, timeout_s: float = 2.0) -> Probe:
 
     async def probe() -> bool:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            reader, writer = await bounded(asyncio.open_connection(host, port), timeout_s)
         except (OSError, asyncio.TimeoutError):
             return False
         try:
             writer.write(request)
             await writer.drain()
-            status = await asyncio.wait_for(reader.readline(), timeout_s)
+            status = await bounded(reader.readline(), timeout_s)
             fields = status.split()
             return len(fields) >= 2 and fields[1] == b"200"
         except (OSError, asyncio.TimeoutError):
@@ -170,6 +177,13 @@ async def restart_and_wait(
         await follower.aclose()
         await states.aclose()
     return RestartReport(unit, job, outcome, state.invocation_id, tuple(seen), reset)
+
+
+async def read_startup(journal: Journal, invocation_id: str, ready_line: str = READY_LINE) -> list[JournalLine]:
+    """The invocation's startup log: from its first line to the ready line (or to its end, if it never
+    got there), never the serving log after it, however long the server has been up."""
+    return await journal.read(invocation_id,
+                              stop_after=lambda line: not line.from_manager and ready_line in line.text)
 
 
 def _job_failed(job: JobResult, state: UnitState, log: tuple[JournalLine, ...]) -> Crashed:

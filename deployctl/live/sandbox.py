@@ -181,14 +181,15 @@ class Sandbox:
         from deployctl.live.restart import Endpoint
 
         return Endpoint(bus_address=self.bus_address, unit_dir=self.unit_dir, runtime_dir=self.runtime_unit_dir,
-                        backup_dir=self.state_dir / "units", journal_command=self.journal_command)
+                        backup_dir=self.state_dir / "units", journal_command=self.journal_command,
+                        lock_dir=self.root / "run/deployctl/locks")
 
     def env(self) -> dict[str, str]:
         """The same as environment variables, for a ``deployctl`` command run outside the sandbox."""
         ep = self.endpoint()
         return {"DBUS_SYSTEM_BUS_ADDRESS": self.bus_address, "DEPLOYCTL_UNIT_DIR": str(ep.unit_dir),
                 "DEPLOYCTL_RUNTIME_UNIT_DIR": str(ep.runtime_dir), "DEPLOYCTL_BACKUP_DIR": str(ep.backup_dir),
-                "DEPLOYCTL_JOURNALCTL": " ".join(self.journal_command)}
+                "DEPLOYCTL_JOURNALCTL": " ".join(self.journal_command), "DEPLOYCTL_LOCK_DIR": str(ep.lock_dir)}
 
     def nsenter(self, argv: Sequence[str]) -> list[str]:
         return ["nsenter", "-t", str(self.pid), "-m", "-p", *argv]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
@@ -71,6 +72,10 @@ class Site:
 
     def unit_files(self) -> UnitFiles:
         return self.endpoint.unit_files()
+
+    def lock(self) -> DeploymentLock:
+        """The lock of this deployment's unit: one per unit on the host, whatever the state directory."""
+        return self.endpoint.lock(self.unit, self.name)
 
     def render(self, profile: str) -> RenderedUnit:
         return render_unit(self.inv, self.deployment, profile, default_python=self.default_python)

@@ -12,14 +12,12 @@ import asyncio
 import json
 
 import pytest
-from aiohttp import web
 
 from support.sglang import FakeSglang, small_policy
 
 from deployctl.adapters.http_load import LoadClient, LoadError
 from deployctl.bench.result import BenchResult, LevelTelemetry, merge_results
 from deployctl.bench.table import render_table
-from deployctl.inventory.policy import BenchPolicy
 from deployctl.live.sweep import run_sweep
 
 

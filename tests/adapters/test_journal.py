@@ -103,3 +103,17 @@ async def test_a_closed_follower_ends_and_starts_nothing(tmp_path: Path) -> None
     follower = journal.follow(INV)
     await follower.aclose()
     assert [line async for line in follower] == []
+
+
+def test_argv_asks_journalctl_for_the_time_window() -> None:
+    argv = journal_argv(("journalctl",), INV, follow=False, since=1_700_000_000.5, until=1_700_000_010.25)
+    assert "--since=@1700000000.500000" in argv and "--until=@1700000010.250000" in argv
+    assert not any(a.startswith(("--since", "--until")) for a in journal_argv(("journalctl",), INV, follow=False))
+
+
+async def test_read_stops_at_the_line_asked_for_and_at_the_cap(tmp_path: Path) -> None:
+    lines = [entry(f"startup {i}") for i in range(5)] + [entry("ready")] + [entry(f"serving {i}") for i in range(50)]
+    journal = Journal(fake_journalctl(tmp_path, lines))
+    got = await journal.read(INV, stop_after=lambda line: line.text == "ready")
+    assert [line.text for line in got] == [f"startup {i}" for i in range(5)] + ["ready"]
+    assert len(await journal.read(INV, max_lines=7)) == 7

@@ -42,13 +42,15 @@ class FakeJournal:
         self.server, self.at = server, retract_at_request
         self.read_ids: list[str] = []
 
-    async def read(self, invocation_id: str, *, last: int | None = None) -> list[JournalLine]:
+    async def read(self, invocation_id: str, *, last: int | None = None, since: float | None = None,
+                   until: float | None = None) -> list[JournalLine]:
+        """Like the real journal: only the lines stamped in [since, until] when a window is asked for."""
         self.read_ids.append(invocation_id)
         lines = [JournalLine(self.server.sent_at[0] - 60, f"[TP0] {RETRACT_MARKER} (before the sweep)"),
                  JournalLine(time.time(), "Started sglang.service", from_manager=True)]
         if len(self.server.sent_at) > self.at:
             lines.append(JournalLine(self.server.sent_at[self.at] + 0.01, f"[TP0] {RETRACT_MARKER} #retracted_reqs: 2"))
-        return lines
+        return [line for line in lines if (since is None or line.ts >= since) and (until is None or line.ts <= until)]
 
 
 class FakeSystemd:

@@ -140,21 +140,24 @@ def test_a_slowed_live_server_is_degraded_with_exit_code_metrics_and_webhook(wor
 
 HOLD_LOCK = (
     "import sys; from pathlib import Path; from deployctl.adapters.lock import DeploymentLock; "
-    "DeploymentLock(Path(sys.argv[1]), 'glm5-sim').acquire('promote', 'operator'); print('held', flush=True); "
+    "DeploymentLock(Path(sys.argv[1]), sys.argv[2], 'glm5-sim').acquire('promote', 'operator'); "
+    "print('held', flush=True); "
     "sys.stdin.read()"
 )
 
 
 def test_busy_at_once_while_an_operator_holds_the_lock(world):
-    cli, _, _ = world
+    cli, data, _ = world
+    unit = data["deployments"]["glm5-sim"]["unit"]
     # The holder must live in the sandbox's PID namespace, as an operator's promote would: from outside
     # it, its pid looks dead and the lock stale.
-    holder = subprocess.Popen(cli.box.nsenter([sys.executable, "-c", HOLD_LOCK, str(cli.state_dir)]),
+    # One lock per unit under the sandbox's own /run, whatever the state directory.
+    holder = subprocess.Popen(cli.box.nsenter([sys.executable, "-c", HOLD_LOCK, "/run/deployctl/locks", unit]),
                               env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        assert DeploymentLock(cli.state_dir, "glm5-sim").holder() is not None
+        assert DeploymentLock(cli.box.root / "run/deployctl/locks", unit, "glm5-sim").holder() is not None
         started = time.monotonic()
         done = canary(cli, "glm5-sim")
         took = time.monotonic() - started

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -149,7 +150,7 @@ def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
     while (row := _ledger_phase(cli)) is None or row[1] != "BENCH" or row[2]:
         assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached BENCH"
         time.sleep(0.02)
-    holder = json.loads((cli.state_dir / "locks" / "glm5-sim.lock").read_text())
+    holder = json.loads(_lock(cli, dep["unit"]).read_text())
     cli.box.run(["kill", "-9", str(holder["pid"])])
     proc.wait(timeout=10)
     assert (cli.box.runtime_unit_dir / dep["unit"]).exists(), "the trial should still be installed"
@@ -165,12 +166,17 @@ def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
     assert cli.json("status", "glm5-sim")["recovered"] == []
 
 
+def _lock(cli: Cli, unit: str) -> Path:
+    """The unit's lock: one per unit under the sandbox's own /run, whatever the state directory."""
+    return cli.box.root / "run/deployctl/locks" / f"{unit}.lock"
+
+
 def test_second_promote_is_busy_at_once(world):
-    cli, _ = world
+    cli, data = world
+    lock = _lock(cli, data["deployments"]["qwen35-sim"]["unit"])
     first = cli.start("promote", "candidate", "-d", "qwen35-sim")
     deadline = time.monotonic() + 30
-    while not (cli.state_dir / "locks" / "qwen35-sim.lock").exists() or \
-            not (cli.state_dir / "locks" / "qwen35-sim.lock").read_text():
+    while not lock.exists() or not lock.read_text():
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.02)
     started = time.monotonic()

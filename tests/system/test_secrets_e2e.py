@@ -7,7 +7,6 @@ The real sandboxed systemd runs the simulator, which takes ``--api-key`` like SG
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path

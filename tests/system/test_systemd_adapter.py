@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import json
+import functools
 import os
 import tempfile
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from nobody import as_nobody
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
@@ -138,45 +138,14 @@ async def test_watch_reports_state_changes(systemd: Systemd, unit_files: UnitFil
         await watch.aclose()
 
 
-def _as_nobody_in(sandbox: Sandbox, unit: str) -> dict[str, str]:
-    """Fork; the child enters the sandbox's mount namespace, drops to nobody, and tries a restart."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        result: dict[str, str] = {}
-        try:
-            os.close(read_fd)
-            libc = ctypes.CDLL(None, use_errno=True)
-            ns = os.open(f"/proc/{sandbox.pid}/ns/mnt", os.O_RDONLY)
-            if libc.setns(ns, 0x00020000) != 0:  # CLONE_NEWNS
-                raise OSError(ctypes.get_errno(), "setns")
-            os.chdir("/")
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-
-            async def attempt() -> None:
-                systemd = await Systemd.connect("unix:path=/run/dbus/system_bus_socket")
-                try:
-                    result["state"] = (await systemd.unit_state(unit)).active_state  # reading is allowed
-                    await systemd.restart(unit)
-                    result["error"] = "none"
-                except AccessDenied as exc:
-                    result.update(error="AccessDenied", message=exc.message, hint=exc.hint or "")
-                finally:
-                    await systemd.close()
-
-            asyncio.run(attempt())
-        except BaseException as exc:  # report anything to the parent
-            result["error"] = f"{type(exc).__name__}: {exc}"
-        finally:
-            os.write(write_fd, json.dumps(result).encode())
-            os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+async def _restart_denied(unit: str, systemd: Systemd) -> dict[str, str]:
+    result = {"state": (await systemd.unit_state(unit)).active_state}  # reading is allowed
+    try:
+        await systemd.restart(unit)
+        result["error"] = "none"
+    except AccessDenied as exc:
+        result.update(error="AccessDenied", message=exc.message, hint=exc.hint or "")
+    return result
 
 
 async def test_non_root_caller_gets_the_access_denied_hint(
@@ -184,7 +153,7 @@ async def test_non_root_caller_gets_the_access_denied_hint(
     name = "st-denied.service"
     unit_files.install(name, unit_text(SLEEPER.format(marker="x")))
     await systemd.reload()
-    result = await asyncio.to_thread(_as_nobody_in, sandbox, name)
+    result = await asyncio.to_thread(as_nobody, sandbox, functools.partial(_restart_denied, name))
     assert result.get("error") == "AccessDenied", result
     assert result["state"] == "inactive"
     assert "root" in result["hint"] and "polkit" in result["hint"]
@@ -195,15 +164,14 @@ async def test_a_lost_job_removed_signal_does_not_hang_the_wait(
     name = "st-lost-signal.service"
     unit_files.install(name, unit_text(SLEEPER.format(marker="lost")))
     await systemd.reload()
-    deliver = systemd._on_message
+    deliver = systemd._on_signal
 
     def drop_job_removed(msg: object) -> None:
         if getattr(msg, "member", None) != "JobRemoved":
             deliver(msg)
 
     # A bus that drops our JobRemoved (a full queue): the wait must notice the job is gone.
-    systemd._bus.remove_message_handler(deliver)
-    systemd._bus.add_message_handler(drop_job_removed)
+    systemd.bus._on_signal = drop_job_removed
     started = time.monotonic()
     job = await systemd.restart(name, timeout=30)
     assert job.ok and time.monotonic() - started < 10

@@ -19,10 +19,7 @@ from support.clirun import free_port, run_deployctl
 from deployctl.live.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE
 
-# One rerun: about one full system run in five, a `deployctl restart` here hung (never in isolation,
-# cause not found yet; clirun.py dumps its stacks into the log when it does). The rerun keeps that
-# visible in the summary ("1 rerun") without failing the whole suite on it.
-pytestmark = [pytest.mark.system, pytest.mark.timeout(150), pytest.mark.flaky(reruns=1)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(150)]
 
 SCRIPT = f"""
 import os, sys, time
