@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from typing import Any, Mapping, NoReturn, Sequence
 
 from deployctl.adapters.ledger import Ledger, LedgerError
@@ -57,6 +59,7 @@ class Runner:
         abort: asyncio.Event | None = None,
         baseline_max_age_s: float = 3600.0,
         evidence: Evidence | None = None,
+        crash_after: m.Phase | None = None,
     ) -> None:
         self.ledger = ledger
         self.a = adapters
@@ -68,6 +71,9 @@ class Runner:
         self.baseline_max_age_s = baseline_max_age_s
         self.evidence = evidence or Evidence()
         self._last: m.State | None = None  # the state whose step is under way, for a rollback without the ledger
+        # Fault injection for the crash tests (``DEPLOYCTL_CRASH_AFTER``): SIGKILL itself once this phase's
+        # action is done and before its outcome is recorded, the worst moment for recovery.
+        self.crash_after = crash_after
 
     def request_abort(self, reason: str) -> None:
         self.abort_reason = reason
@@ -89,6 +95,8 @@ class Runner:
             self.a.progress.step(state.phase, describe_action(action, self.plan))
             t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
+            if state.phase is self.crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
             # Per phase, the controller's own share: the phase's time less startup waits and traffic in it.
             own = (self.a.clock() - t0) - (self.evidence.outside_s - outside0)
             self.evidence.add_time(f"own:{state.phase.value}", own)
