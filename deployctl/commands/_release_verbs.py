@@ -123,6 +123,16 @@ async def recover_first(ledger: Ledger, site: Site, adapters: Adapters, verb: st
     return [r.line for r in recovered]
 
 
+async def refuse_after_failed_rollback(ledger: Ledger, site: Site, adapters: Adapters) -> None:
+    """Exit 12 before a new promote when the last one ended in ROLLBACK_FAILED and the server still does not
+    answer: trying a candidate against a known-good that is not running would judge nothing."""
+    last = ledger.history(site.name, 1)
+    if last and last[0].result == m.Result.ROLLBACK_FAILED.value and not await adapters.bench.healthy(site.url):
+        raise RollbackFailed(f"release {last[0].id} ended in ROLLBACK FAILED and {site.url}/health still does not"
+                             " answer: no promote starts on a host whose known-good unit is down",
+                             hint=failed_recovery_hint(site.name))
+
+
 def refuse_if_failed(site: Site, recovered: list[Recovered]) -> None:
     if any(r.failed for r in recovered):
         raise RollbackFailed("; ".join(r.line for r in recovered), hint=failed_recovery_hint(site.name))

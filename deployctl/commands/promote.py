@@ -18,6 +18,7 @@ from deployctl.commands._release_verbs import (
     limits,
     locked,
     recover_first,
+    refuse_after_failed_rollback,
     say,
     site_from_args,
     who,
@@ -141,6 +142,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, profile, progress, preflight=preflight) as adapters:
             say(await recover_first(ledger, site, adapters, NAME))
+            await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(

@@ -243,11 +243,14 @@ def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
         release = world.release(row["id"])
         assert release["result"] == "rollback_failed" and release["finished_at"] is not None
         assert world.profile() == "baseline", "the known-good unit must be the installed one"
-        assert not healthy(world.port)
-        # The host is not serving: the next promote refuses to start on it... (nothing unfinished: it is
-        # the live state, not recovery, that says so)
     finally:
         squatter.close()
+    assert not healthy(world.port)
+    # The known-good is down: no promote starts on this host, and it says what to do.
+    refused = cli("promote", "neutral", "-d", "glm5-sim", "--skip-preflight")
+    assert refused.returncode == ExitCode.ROLLBACK_FAILED, refused.stdout + refused.stderr
+    assert "ROLLBACK FAILED" in refused.stderr and "deployctl restart" in refused.stderr
+    assert world.profile() == "baseline" and world.last_promote()["id"] == row["id"]
     back = cli("restart", "glm5-sim")
     assert back.returncode == 0, back.stdout + back.stderr
     assert healthy(world.port)
