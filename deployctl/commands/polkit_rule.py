@@ -25,7 +25,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-d", "--deployment", action="append", metavar="NAME", default=None,
+    parser.add_argument("-d", "--deployment", action="append", metavar="DEPLOYMENT", default=None,
                         help="only this deployment's unit (repeatable; default: all)")
     parser.add_argument("--group", default="deployctl", help="the operators' group (default: deployctl)")
 

@@ -56,6 +56,10 @@ def _common(paths: Paths, stop_s: int) -> str:
         "NoNewPrivileges=yes\n"
         "ProtectSystem=strict\n"
         f"ReadWritePaths={' '.join(writable)}\n"
+        # The per-unit locks (deployctl.adapters.lock): made writable here, and kept when the run ends, since
+        # an operator's deployctl may hold a lock file in it at that moment.
+        "RuntimeDirectory=deployctl/locks\n"
+        "RuntimeDirectoryPreserve=yes\n"
         "PrivateTmp=yes\n"
         f"ProtectHome={paths.protect_home}\n"
         "UMask=0077\n"

@@ -98,6 +98,7 @@ JSON_CASES: dict[str, tuple[list[str], int]] = {
     "demo": ([], ExitCode.ENVIRONMENT),  # not root (below)
     "canary": (["glm5"], ExitCode.ENVIRONMENT),
     "report": (["1"], ExitCode.BAD_INPUT),  # no ledger yet
+    "polkit-rule": ([], ExitCode.OK),
 }
 
 
