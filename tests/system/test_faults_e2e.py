@@ -19,6 +19,7 @@ import itertools
 import json
 import socket
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,34 +55,36 @@ class World:
         self.cli, self.dep = cli, dep
         self.unit, self.port = dep["unit"], dep["port"]
 
-    def live_release(self) -> sqlite3.Row:
-        con = sqlite3.connect(self.cli.state_dir / "ledger.sqlite3", timeout=5)
-        con.row_factory = sqlite3.Row
-        try:
-            return con.execute("SELECT * FROM releases WHERE live=1").fetchone()
-        finally:
-            con.close()
-
-    def release(self, release_id: int) -> sqlite3.Row:
-        con = sqlite3.connect(self.cli.state_dir / "ledger.sqlite3", timeout=5)
-        con.row_factory = sqlite3.Row
-        try:
-            return con.execute("SELECT * FROM releases WHERE id=?", (release_id,)).fetchone()
-        finally:
-            con.close()
-
-    def last_promote(self) -> sqlite3.Row | None:
+    def _one(self, sql: str, *params: Any) -> sqlite3.Row | None:
         db = self.cli.state_dir / "ledger.sqlite3"
         if not db.exists():
             return None
         con = sqlite3.connect(db, timeout=5)
         con.row_factory = sqlite3.Row
         try:
-            return con.execute("SELECT * FROM releases WHERE kind='promote' ORDER BY id DESC LIMIT 1").fetchone()
+            return con.execute(sql, params).fetchone()
         except sqlite3.OperationalError:  # the promote has created the file, not its tables yet
             return None
         finally:
             con.close()
+
+    def live_release(self) -> sqlite3.Row:
+        return self._one("SELECT * FROM releases WHERE live=1")
+
+    def release(self, release_id: int) -> sqlite3.Row:
+        return self._one("SELECT * FROM releases WHERE id=?", release_id)
+
+    def last_promote(self) -> sqlite3.Row | None:
+        return self._one("SELECT * FROM releases WHERE kind='promote' ORDER BY id DESC LIMIT 1")
+
+    def promote_until(self, profile: str, phase: str) -> tuple[subprocess.Popen[str], sqlite3.Row]:
+        """A promote started in the background, once the ledger says it is in ``phase``."""
+        proc = self.cli.start("promote", profile, "-d", "glm5-sim", "--skip-preflight")
+        deadline = time.monotonic() + 60
+        while (row := self.last_promote()) is None or row["phase"] != phase:
+            assert time.monotonic() < deadline and proc.poll() is None, f"the promote never reached {phase}"
+            time.sleep(0.02)
+        return proc, row
 
     def installed(self) -> str:
         assert not (self.cli.box.runtime_unit_dir / self.unit).exists(), "a trial was left behind"
@@ -175,11 +178,7 @@ def test_a_controller_killed_in_each_phase_is_recovered_by_the_next_command(make
 def test_a_ledger_locked_mid_promote_ends_on_the_known_good_with_exit_12(make_world):
     world = make_world()
     cli = world.cli
-    proc = cli.start("promote", "neutral", "-d", "glm5-sim", "--skip-preflight")
-    deadline = time.monotonic() + 60
-    while (row := world.last_promote()) is None or row["phase"] != "RESTART":
-        assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached RESTART"
-        time.sleep(0.02)
+    proc, row = world.promote_until("neutral", "RESTART")
     holder = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=10, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock past the controller's timeout
     try:
@@ -218,11 +217,7 @@ def test_a_damaged_ledger_does_not_stop_status_from_showing_what_runs(make_world
 def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
     world = make_world()
     cli = world.cli
-    proc = cli.start("promote", "hangs", "-d", "glm5-sim", "--skip-preflight")
-    deadline = time.monotonic() + 60
-    while (row := world.last_promote()) is None or row["phase"] != "RESTART":
-        assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached RESTART"
-        time.sleep(0.02)
+    proc, row = world.promote_until("hangs", "RESTART")
     # The candidate hangs before it listens; something else takes the port meanwhile.
     squatter = socket.socket()
     squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
