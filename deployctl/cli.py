@@ -70,7 +70,7 @@ def _verbs(only: str | None = None) -> list[ModuleType]:
     return sorted(found, key=lambda m: m.NAME)
 
 
-_VALUED = {"-i", "--inventory", "--state-dir"}  # global options that take a value
+_VALUED = {"-i", "--inventory", "--state-dir", "-H", "--host", "--inventory-from"}  # global options that take a value
 
 
 def _requested_verb(argv: Sequence[str]) -> str | None:
@@ -91,6 +91,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
     add_global_options(parser, in_verb=False)
+    _add_remote_options(parser)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
     for module in _verbs(_requested_verb(argv)):
         verb = sub.add_parser(
@@ -104,6 +105,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         add_global_options(verb, in_verb=True)
         verb.set_defaults(_run=module.run, _usage=verb.format_usage().strip())
     return parser
+
+
+def _add_remote_options(parser: argparse.ArgumentParser) -> None:
+    """``-H`` (before the verb): run it on a host over ssh (deployctl.commands._remote)."""
+    group = parser.add_argument_group("remote (before the verb)")
+    group.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
+                       help="run the verb on that host over ssh, with this inventory (README: from a laptop)")
+    group.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
+    group.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # -H tells the host's ledger
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -132,6 +142,14 @@ def _completion_argv(argv: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("DEPLOYCTL_OPERATION"):  # inside a transient unit: the follower reads the exit code
+        from deployctl.live.operation import run_as_worker
+
+        return run_as_worker(lambda: _main(argv))
+    return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     as_json = "--json" in argv
     try:
         parser = build_parser(_completion_argv(argv))
@@ -148,7 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.no_color:
             os.environ["NO_COLOR"] = "1"  # rich and use_colour() both honour it
         finish_arguments(args)
-        code = int(args._run(args))
+        args._argv = argv
+        if args.inventory_from:
+            os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
+        if args.host:
+            from deployctl.commands._remote import run_remote
+
+            code = run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
+        else:
+            code = int(args._run(args))
         _flush_stdout()
         return code
     except DeployctlError as exc:

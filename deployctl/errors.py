@@ -39,6 +39,12 @@ class ExitCode:
     CANARY_DEGRADED = 20  # the live release measures worse than at its promotion, or stepped down
     CANARY_PROMOTED = 21  # the pending candidate was tried and kept
     INTERRUPTED = 130
+    # --- operations in transient units, and `deployctl -H` over SSH (issue 15): 30-34 ---
+    DETACHED = 30  # the operation goes on in its unit on the host; `deployctl attach` follows it again
+    OPERATION_LOST = 31  # the operation's process ended without a result (killed); the ledger says what
+    SSH_UNREACHABLE = 32  # no SSH connection to the host (name, route, port, timeout)
+    SSH_REFUSED = 33  # the host refused the login (key, user)
+    REMOTE_INCOMPATIBLE = 34  # the host's deployctl is missing or of another version
 
 
 # One line per code, in the order --help, the README and the man page list them.
@@ -55,6 +61,11 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.ROLLBACK_FAILED, "rollback failed: manual action needed"),
     (ExitCode.CANARY_DEGRADED, "canary: the live release is degraded"),
     (ExitCode.CANARY_PROMOTED, "canary: the pending candidate was tried and kept"),
+    (ExitCode.DETACHED, "detached: the operation goes on in its unit (deployctl attach follows it again)"),
+    (ExitCode.OPERATION_LOST, "the operation was killed before it reported how it ended (see the ledger)"),
+    (ExitCode.SSH_UNREACHABLE, "-H: the host is unreachable over SSH"),
+    (ExitCode.SSH_REFUSED, "-H: the SSH login was refused"),
+    (ExitCode.REMOTE_INCOMPATIBLE, "-H: the host's deployctl is missing or of another version"),
     (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, deployctl abort)"),
 )
 
@@ -144,3 +155,11 @@ def exit_code_of(exc: DeployctlError) -> int:
     if exc.exit_code in (ExitCode.BUG, ExitCode.FAILED) and _environmental(exc):
         return ExitCode.ENVIRONMENT
     return exc.exit_code
+
+
+class RemoteError(DeployctlError):
+    """``deployctl -H``: the host could not be reached, refused us, or runs another deployctl."""
+
+    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code

@@ -16,9 +16,9 @@ import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, Sequence
 
-from dbus_fast import Message, MessageType
+from dbus_fast import Message, MessageType, Variant
 from dbus_fast.errors import DBusError
 
 from deployctl.adapters.aio import bounded
@@ -37,6 +37,7 @@ from deployctl.errors import (
     SystemdError,
     UnitNotFound,
 )
+from deployctl.adapters.transient import Property
 from deployctl.units.state import UnitState
 
 log = logging.getLogger("deployctl.systemd")
@@ -312,3 +313,35 @@ class Systemd:
         """``systemctl enable FILES`` (the [Install] section's symlinks, persistent), then a daemon-reload."""
         await self._manager("EnableUnitFiles", "asbb", [files, False, True])
         await self.reload()
+
+    # --- transient units (deployctl.adapters.transient builds their properties) --------------------
+
+    async def start_transient(self, name: str, properties: list[Property],
+                              aux: Sequence[tuple[str, list[Property]]] = (), *,
+                              timeout: float | None = None) -> JobResult:
+        """``StartTransientUnit`` (mode ``fail``, as systemd-run) and wait for the start job's result.
+
+        ``aux`` carries the service a timer starts (systemd-run --on-active sends it there)."""
+        def wrap(props: list[Property]) -> list[tuple[str, Variant]]:
+            return [(key, Variant(signature, value)) for key, signature, value in props]
+
+        (job,) = await self._manager("StartTransientUnit", "ssa(sv)a(sa(sv))",
+                                     [name, "fail", wrap(properties), [(n, wrap(p)) for n, p in aux]], unit=name)
+        outcome = self._jobs.get(job)
+        if outcome is None:
+            waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._job_waiters.setdefault(job, []).append(waiter)
+            outcome = await self._await_job(waiter, "start", job, name, timeout)
+        return JobResult(unit=name, verb="start", job=job, result=outcome)
+
+    async def kill(self, unit: str, signal: int, *, whom: str = "main") -> None:
+        """``systemctl kill --kill-whom=WHOM --signal=SIGNAL UNIT``."""
+        await self._manager("KillUnit", "ssi", [unit, whom, signal], unit=unit)
+
+    async def stop_if_loaded(self, unit: str) -> bool:
+        """Stop ``unit`` if systemd has it loaded and running; False when there was nothing to stop."""
+        state = await self.unit_state(unit)
+        if state.load_state != "loaded" or state.active_state in ("inactive", "failed"):
+            return False
+        (await self.stop(unit)).check()
+        return True

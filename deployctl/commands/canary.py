@@ -30,7 +30,7 @@ from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
 from deployctl.live.canary import WatchReport, judged_promotes, ledger_totals, watch
 from deployctl.live.site import Site, make_site
-from deployctl.live.canary_units import Paths, protect_home_for
+from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
@@ -147,6 +147,7 @@ def install(args: argparse.Namespace) -> int:
     metrics = textfile_dir(args)
     inventory = str(Path(inventory_path(args)).resolve())
     paths = Paths(python=sys.executable, inventory=inventory, protect_home=protect_home_for(sys.executable, inventory),
+                  private_tmp=private_tmp_for(sys.executable, sys.prefix, inventory, str(Path(__file__).parent)),
                   state_dir=str(site.state_dir.resolve()), textfile_dir=str(metrics) if metrics else None,
                   unit_dir=str(site.endpoint.unit_dir), runtime_unit_dir=str(site.endpoint.runtime_dir),
                   backup_dir=str(site.endpoint.backup_dir) if site.endpoint.backup_dir else None)

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
+from deployctl.commands._operation import add_in_unit_argument, dead_man, inventory_note, run_in_unit
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     adopt_installed,
@@ -29,6 +30,7 @@ from deployctl.errors import ExitCode, UsageError
 from deployctl.preflight import run_preflight
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.live.bindings import live_adapters
+from deployctl.live.protocols import Guard
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
@@ -69,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
                         help="measure the live release now, even if the ledger has a measurement of it from the last hour")
+    add_in_unit_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,9 +80,12 @@ def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
     if args.dry_run:
         return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
+    if args.in_unit:
+        return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
-                                  baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S))
+                                  baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
+                                  guard=dead_man(args, site), inventory=inventory_note(args)))
     if args.json:
         emit_json(outcome_json(out))
     else:
@@ -136,11 +142,12 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
 
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
-                  baseline_max_age_s: float = BASELINE_MAX_AGE_S) -> PromoteOutcome:
+                  baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
+                  inventory: str | None = None) -> PromoteOutcome:
     """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
     progress = TerminalProgress()
     with Ledger.open(site.state_dir) as ledger:
-        async with live_adapters(site, profile, progress, preflight=preflight) as adapters:
+        async with live_adapters(site, profile, progress, preflight=preflight, guard=guard) as adapters:
             say(await recover_first(ledger, site, adapters, NAME))
             await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
@@ -150,6 +157,8 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                 unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), flags=plan.flags,
                 env=plan.env, host=site.host, pid=os.getpid(), previous_id=previous,
             )
+            if inventory:
+                ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_request(lock)  # a request left for a promote that had already ended is not for this one

@@ -7,6 +7,7 @@ import asyncio
 import os
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     adopt_installed,
@@ -20,6 +21,7 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import InputError
 from deployctl.live.bindings import live_adapters
+from deployctl.live.protocols import Guard
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
@@ -48,12 +50,15 @@ examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", metavar="RELEASE", type=int, default=None, help="the release id to put back")
     add_site_arguments(parser)
+    add_in_unit_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
+    if args.in_unit:
+        return run_in_unit(args, NAME, site)
     with locked(site, NAME):
-        result = asyncio.run(_rollback(site, args.to))
+        result = asyncio.run(_rollback(site, args.to, dead_man(args, site)))
     if isinstance(result, list):
         if args.json:
             emit_json({"result": "nothing", "said": result})
@@ -67,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-async def _rollback(site: Site, to: int | None) -> PromoteOutcome | list[str]:
+async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> PromoteOutcome | list[str]:
     with Ledger.open(site.state_dir) as ledger:
-        async with live_adapters(site, None, TerminalProgress()) as adapters:
+        async with live_adapters(site, None, TerminalProgress(), guard=guard) as adapters:
             recovered = await recover_outcomes(ledger, site, adapters, NAME)
             say([r.line for r in recovered])
             refuse_if_failed(site, recovered)

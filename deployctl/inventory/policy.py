@@ -128,6 +128,9 @@ class Policy(_Strict):
     gates: StartupGates = Field(default_factory=StartupGates)
     # A rollback verifies the restored baseline with a short sweep at these levels.
     verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
+    # The dead-man's switch: the known-good unit comes back this long after a candidate is installed unless
+    # the controller keeps or rolls back first. None → deployctl.promote.dead_man.bound_s (the worst case).
+    dead_man_s: float | None = Field(default=None, gt=0)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
 
     @model_validator(mode="after")

@@ -18,7 +18,7 @@ from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.live.measure import LiveBench
-from deployctl.live.protocols import Adapters, Progress, QuietProgress
+from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
 from deployctl.promote.evidence import (
@@ -195,7 +195,7 @@ def _finding(f: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def live_adapters(site: Site, profile: str | None, progress: Progress | None = None,
-                        *, preflight: bool = True) -> AsyncIterator[Adapters]:
+                        *, preflight: bool = True, guard: Guard | None = None) -> AsyncIterator[Adapters]:
     systemd = await site.endpoint.connect()
     try:
         yield Adapters(
@@ -205,6 +205,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),
             progress=progress or QuietProgress(),
+            guard=guard,
         )
     finally:
         await systemd.close()

@@ -35,6 +35,9 @@ class Paths:
     # "read-only" when deployctl's interpreter or inventory lives under /home or /root (a pyenv Python,
     # a checkout in a home directory): "yes" would hide them and the unit would fail with 203/EXEC.
     protect_home: str = "yes"
+    # "no" when deployctl itself (its venv, its checkout) or the inventory lives in /tmp or /var/tmp: a
+    # private /tmp would hide them (203/EXEC), as a CI clone under /tmp shows.
+    private_tmp: str = "yes"
 
 
 def _common(paths: Paths, stop_s: int) -> str:
@@ -60,7 +63,7 @@ def _common(paths: Paths, stop_s: int) -> str:
         # an operator's deployctl may hold a lock file in it at that moment.
         "RuntimeDirectory=deployctl/locks\n"
         "RuntimeDirectoryPreserve=yes\n"
-        "PrivateTmp=yes\n"
+        f"PrivateTmp={paths.private_tmp}\n"
         f"ProtectHome={paths.protect_home}\n"
         "UMask=0077\n"
     )
@@ -130,6 +133,11 @@ def promote_service(paths: Paths, stop_s: int) -> str:
 def protect_home_for(*files: str) -> str:
     homes = ("/home/", "/root/", "/run/user/")
     return "read-only" if any(os.path.realpath(f).startswith(homes) for f in files) else "yes"
+
+
+def private_tmp_for(*files: str) -> str:
+    temps = ("/tmp/", "/var/tmp/")
+    return "no" if any(f.startswith(temps) or os.path.realpath(f).startswith(temps) for f in files) else "yes"
 
 
 def stop_timeout_s(policy: Policy) -> int:

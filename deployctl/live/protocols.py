@@ -50,6 +50,13 @@ class Startup(Protocol):
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
 
 
+class Guard(Protocol):
+    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
+
+    async def arm(self, release_id: int) -> str: ...
+    async def disarm(self) -> None: ...
+
+
 class Progress(Protocol):
     def step(self, phase: m.Phase, text: str) -> None: ...
 
@@ -68,6 +75,7 @@ class Adapters:
     startup: Startup
     progress: Progress = field(default_factory=QuietProgress)
     clock: Callable[[], float] = time.monotonic
+    guard: Guard | None = None
 
 
 # --- the evidence a promote gathers --------------------------------------------------------------

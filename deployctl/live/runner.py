@@ -105,10 +105,14 @@ class Runner:
             self._last = state
         self.ledger.save_state(self.release_id, state.to_dict())
         self._finish(state)
+        if self.a.guard is not None:  # kept or rolled back: nothing left for the switch to do
+            await self.a.guard.disarm()
         return state
 
     async def _back_without_ledger(self, state: m.State, exc: LedgerError) -> NoReturn:
-        """The ledger failed in ``state``: put the known-good unit back if the host was touched, then stop."""
+        """The ledger failed in ``state``: put the known-good unit back if the host was touched, then stop.
+
+        The dead-man's switch stays armed: when it fires, ``deployctl recover`` closes the release's record."""
         if state.terminal or not state.touched:
             raise exc  # nothing of the candidate runs (or the outcome is final): exit 5, the hint says what to fix
         log.error("the ledger failed during %s: %s; rolling back without it", state.phase.value, exc.message)
@@ -209,7 +213,8 @@ class Runner:
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
-        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",))
+        armed = await self.a.guard.arm(self.release_id) if self.a.guard is not None else None
+        return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",) + ((armed,) if armed else ()))
 
     async def _do_RestartCandidate(self, action: m.RestartCandidate) -> m.Outcome:
         outcome = await self._start(fresh=False)

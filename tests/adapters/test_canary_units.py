@@ -59,3 +59,11 @@ def test_every_refuses_what_has_no_calendar_form(every):
 def test_the_schedule_dropin_replaces_the_default_calendar():
     assert "OnCalendar=\nOnCalendar=*:00/15\n" in schedule_dropin("*:00/15", 90)
     assert "OnCalendar=*-*-* 00/6:00:00" in canary_timer()
+
+
+def test_a_deployctl_under_tmp_gets_no_private_tmp_that_would_hide_it() -> None:
+    from deployctl.live.canary_units import private_tmp_for
+
+    assert private_tmp_for("/opt/deployctl/.venv/bin/python", "/etc/deployctl/inventory.yaml") == "yes"
+    assert private_tmp_for("/tmp/ci/.venv/bin/python", "/etc/deployctl/inventory.yaml") == "no"
+    assert private_tmp_for("/usr/bin/python3", "/var/tmp/inventory.yaml") == "no"

@@ -23,7 +23,7 @@ LOG = str(DATA / "logs" / "01-qwen35-122b-tp4-mtp-baseline-v0.5.10.log")
 VERBS = sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
                if not m.name.startswith("_") and m.name != "options" and m.name != "output")
 # The verbs that name a deployment, and how (the alias column: the first positional also works).
-DEPLOYMENT_VERBS = {"abort", "bench", "canary", "check", "diff", "history", "promote", "render", "restart", "rollback",
+DEPLOYMENT_VERBS = {"abort", "attach", "recover", "bench", "canary", "check", "diff", "history", "promote", "render", "restart", "rollback",
                     "startup-diff", "startup-report", "status"}
 
 
@@ -98,6 +98,8 @@ JSON_CASES: dict[str, tuple[list[str], int]] = {
     "demo": ([], ExitCode.ENVIRONMENT),  # not root (below)
     "canary": (["glm5"], ExitCode.ENVIRONMENT),
     "report": (["1"], ExitCode.BAD_INPUT),  # no ledger yet
+    "attach": (["glm5"], ExitCode.BAD_INPUT),  # no operation was started in a unit
+    "recover": (["glm5"], ExitCode.OK),  # nothing unfinished: nothing to do, no bus needed
     "polkit-rule": ([], ExitCode.OK),
 }
 

@@ -1,0 +1,64 @@
+"""What the long verbs (promote, rollback) share to run in a transient unit with a dead-man's switch.
+
+Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from deployctl.commands._inventory import inventory_path
+from deployctl.commands._remote import ORIGIN_ENV
+from deployctl.live.dead_man import DeadMan
+from deployctl.live.operation import follow, launch, worker_service
+from deployctl.live.site import Site
+from deployctl.promote.dead_man import MARGIN_S, bound_s
+
+IN_UNIT = "--in-unit"
+
+
+def add_in_unit_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(IN_UNIT, action="store_true", dest="in_unit",
+                        help="run on the host inside a transient systemd unit that outlives this terminal and"
+                             " follow it (Ctrl-C: detach or abort; `deployctl attach` follows it again)")
+
+
+def _absolute(args: argparse.Namespace, argv: list[str], site: Site) -> list[str]:
+    """The verb's own arguments, with the inventory and state directory made absolute for the unit."""
+    kept = [a for a in argv if a != IN_UNIT]
+    return [*kept, "-i", str(Path(inventory_path(args)).resolve()), "--state-dir", str(site.state_dir.resolve())]
+
+
+def run_in_unit(args: argparse.Namespace, verb: str, site: Site) -> int:
+    """Start ``deployctl VERB …`` as ``deployctl-VERB-DEPLOYMENT.service``; follow it; its exit code."""
+    argv = _absolute(args, list(getattr(args, "_argv", sys.argv[1:])), site)
+    stop_timeout = site.policy.gates.startup_timeout_s + MARGIN_S  # SIGTERM rolls back: let the restart finish
+    service = worker_service(verb, site.name, argv, os.environ, os.getcwd(), stop_timeout)
+
+    async def go() -> int:
+        record = await launch(site.endpoint, site.state_dir, verb, site.name, service)
+        print(f"{verb} runs in {record.unit} (Ctrl-C: detach or abort; `deployctl attach {site.name}`"
+              " follows it again)", file=sys.stderr)
+        return await follow(site.endpoint, record)
+
+    return asyncio.run(go())
+
+
+def dead_man(args: argparse.Namespace, site: Site) -> DeadMan:
+    """The switch for this deployment: on expiry, ``deployctl recover`` with the same inventory and state."""
+    recover = [sys.executable, "-m", "deployctl", "recover", "-d", site.name,
+               "-i", str(Path(inventory_path(args)).resolve()), "--state-dir", str(site.state_dir.resolve())]
+    return DeadMan(site.endpoint, site.name, recover, os.environ, os.getcwd(), bound_s(site.policy))
+
+
+def inventory_note(args: argparse.Namespace) -> str:
+    """What the ledger says about the inventory a promote used: its sha256 and where it came from."""
+    path = Path(inventory_path(args)).resolve()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    came_from = os.environ.get(ORIGIN_ENV)  # set on the host by `deployctl -H` from the laptop
+    return f"inventory sha256:{digest} " + (f"from {came_from}" if came_from else f"at {path}")

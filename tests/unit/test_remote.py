@@ -1,0 +1,193 @@
+"""The pure parts of remote operation: transient unit properties, the dead-man's bound, ssh argv and errors,
+what `-H` forwards, and the runner's dead-man hook (scripted adapters)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+from support.promote import memory_ledger, plan
+from support.runner_fakes import FakeJudge, adapters
+
+from deployctl.adapters.ssh import Target, compatible, connection_error, parse_target, ssh_argv
+from deployctl.adapters.transient import (
+    TransientService,
+    dead_man_units,
+    escape_unit_part,
+    operation_unit,
+    timer_properties,
+)
+from deployctl.commands._remote import remote_argv, strip_options
+from deployctl.errors import ExitCode, InputError
+from deployctl.inventory.policy import Policy
+from deployctl.judge.outcome import Outcome
+from deployctl.live.operation import WORKER_ENV, _PriorityPrefix, unit_environment
+from deployctl.live.runner import Runner
+from deployctl.promote import machine as m
+from deployctl.promote.dead_man import MARGIN_S, bound_s, sweep_worst_case_s
+from deployctl.promote.evidence import JudgeResult
+
+# --- transient units ------------------------------------------------------------------------------
+
+
+def test_unit_names_are_fixed_per_verb_and_deployment_and_escaped():
+    assert operation_unit("promote", "glm5-sim") == "deployctl-promote-glm5-sim.service"
+    assert dead_man_units("glm5") == ("deployctl-deadman-glm5.timer", "deployctl-deadman-glm5.service")
+    assert escape_unit_part("a b/ü") == "a\\x20b\\x2f\\xc3\\xbc"
+    assert escape_unit_part(".hidden") == "\\x2ehidden"
+    with pytest.raises(ValueError):
+        operation_unit("promote; rm", "x")
+
+
+def test_service_properties_have_systemd_run_types_and_journal_stdio():
+    props = {k: (sig, v) for k, sig, v in TransientService(
+        argv=["/usr/bin/python3", "-m", "deployctl", "promote", "c"], description="d",
+        environment={"DEPLOYCTL_STATE_DIR": "/s"}, working_directory="/w", stop_timeout_s=90).properties()}
+    assert props["ExecStart"] == ("a(sasb)", [("/usr/bin/python3", ["/usr/bin/python3", "-m", "deployctl", "promote", "c"], False)])
+    assert props["Type"] == ("s", "exec") and props["CollectMode"] == ("s", "inactive-or-failed")
+    assert props["StandardOutput"] == ("s", "journal") and props["StandardInput"] == ("s", "null")
+    assert "StandardError" not in props  # inherit: one stream, lines in order
+    assert props["Environment"] == ("as", ["DEPLOYCTL_STATE_DIR=/s"])
+    assert props["TimeoutStopUSec"] == ("t", 90_000_000) and props["WorkingDirectory"] == ("s", "/w")
+
+
+@pytest.mark.parametrize("service", [
+    TransientService(argv=["deployctl"], description="relative program"),
+    TransientService(argv=["/bin/x"], description="d", environment={"BAD KEY": "v"}),
+    TransientService(argv=["/bin/x"], description="d", environment={"K": "two\nlines"}),
+])
+def test_service_properties_refuse_what_systemd_would_misread(service):
+    with pytest.raises(ValueError):
+        service.properties()
+
+
+def test_timer_is_monotonic_on_active_in_microseconds():
+    props = {k: (sig, v) for k, sig, v in timer_properties("t", 25.5)}
+    assert props["TimersMonotonic"] == ("a(st)", [("OnActiveSec", 25_500_000)])
+    assert props["RemainAfterElapse"] == ("b", False)
+    with pytest.raises(ValueError):
+        timer_properties("t", 0)
+
+
+def test_unit_environment_passes_locations_and_identity_not_secrets():
+    env = unit_environment({"DEPLOYCTL_STATE_DIR": "/s", "PATH": "/bin", "SUDO_USER": "ann", "HF_TOKEN": "x",
+                            "AWS_SECRET_ACCESS_KEY": "y"}, "u.service")
+    assert env == {"DEPLOYCTL_STATE_DIR": "/s", "PATH": "/bin", "SUDO_USER": "ann", WORKER_ENV: "u.service",
+                   "PYTHONUNBUFFERED": "1"}
+
+
+def test_stderr_lines_in_the_unit_carry_the_journal_priority_prefix():
+    out = io.StringIO()
+    stream = _PriorityPrefix(out, 4)
+    stream.write("one\ntw")
+    stream.write("o\n\nthree")
+    assert out.getvalue() == "<4>one\n<4>two\n<4>\n<4>three"
+
+
+# --- the dead-man's bound ---------------------------------------------------------------------------
+
+
+def test_bound_is_startup_timeout_plus_the_judges_most_trials_at_worst_plus_margin():
+    policy = Policy.model_validate({"bench": {"concurrency": [1, 4], "requests_per_level": 4, "warmup_requests": 0,
+                                              "request_timeout_s": 10},
+                                    "judge": {"min_trials": 2, "max_trials": 3}, "gates": {"startup_timeout_s": 100}})
+    # C=1: 4 waves; C=4: 1 wave → 5 waves of at most 10 s per sweep
+    assert sweep_worst_case_s(policy.bench) == 50
+    assert bound_s(policy) == 100 + 3 * 50 + MARGIN_S
+
+
+def test_bound_from_the_policy_wins():
+    assert bound_s(Policy.model_validate({"dead_man_s": 42})) == 42
+    with pytest.raises(ValueError):
+        Policy.model_validate({"dead_man_s": 0})
+
+
+# --- ssh ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, target", [
+    ("gpu-3", Target("gpu-3")),
+    ("root@gpu-3.lab:2222", Target("gpu-3.lab", "root", 2222)),
+    ("ops@[::1]:22", Target("::1", "ops", 22)),
+    ("10.0.0.7", Target("10.0.0.7")),
+])
+def test_targets_parse(text, target):
+    assert parse_target(text) == target
+
+
+@pytest.mark.parametrize("text", ["-oProxyCommand=x", "a@b@c", "host:port", "host:70000", "", "h st"])
+def test_bad_targets_are_input_errors(text):
+    with pytest.raises(InputError):
+        parse_target(text)
+
+
+def test_ssh_argv_batch_without_a_terminal_and_the_command_as_one_word():
+    argv = ssh_argv(Target("h", "root", 2222), "deployctl history", tty=False, batch=True, options=["-i", "k"])
+    assert argv == ["ssh", "-T", "-o", "ConnectTimeout=15", "-o", "BatchMode=yes", "-p", "2222", "-l", "root",
+                    "-i", "k", "h", "deployctl history"]
+    interactive = ssh_argv(Target("h"), "x", tty=True, batch=False)
+    assert interactive[:2] == ["ssh", "-t"] and "BatchMode=yes" not in interactive
+
+
+@pytest.mark.parametrize("stderr, code", [
+    ("root@h: Permission denied (publickey).", ExitCode.SSH_REFUSED),
+    ("Host key verification failed.", ExitCode.SSH_REFUSED),
+    ("ssh: connect to host h port 22: Connection refused", ExitCode.SSH_UNREACHABLE),
+    ("ssh: Could not resolve hostname h: Name or service not known", ExitCode.SSH_UNREACHABLE),
+    ("", ExitCode.SSH_UNREACHABLE),
+])
+def test_ssh_failures_are_told_apart(stderr, code):
+    error = connection_error(Target("h"), stderr)
+    assert error.exit_code == code and error.hint and "\n" not in error.message
+
+
+def test_versions_are_compatible_within_a_minor_release():
+    assert compatible("0.2.0", "0.2.5") and not compatible("0.2.0", "0.3.0") and not compatible("1.0.0", "0.1.0")
+
+
+# --- what -H forwards ---------------------------------------------------------------------------------
+
+
+def test_strip_options_removes_every_spelling():
+    argv = ["-H", "h", "-v", "--host=h", "-Hh", "promote", "c", "-i", "a.yaml", "--inventory=b.yaml", "-ic.yaml",
+            "--remote-inventory", "-d", "x"]
+    assert strip_options(argv, {"-H": True, "--host": True, "--remote-inventory": False, "-i": True,
+                                "--inventory": True}) == ["-v", "promote", "c", "-d", "x"]
+
+
+def test_remote_argv_sends_the_uploaded_inventory_and_runs_long_verbs_in_a_unit():
+    argv = ["-H", "root@h", "promote", "neutral", "-d", "glm5", "-i", "/laptop/inv.yaml"]
+    assert remote_argv(argv, "promote", "/tmp/deployctl-inventory.X", "lap:/laptop/inv.yaml git:abc") == [
+        "--inventory-from", "lap:/laptop/inv.yaml git:abc", "promote", "neutral", "-d", "glm5",
+        "-i", "/tmp/deployctl-inventory.X", "--in-unit"]
+    assert remote_argv(["-H", "h", "--remote-inventory", "history"], "history", None, None) == ["history"]
+
+
+# --- the runner's dead-man hook -----------------------------------------------------------------------
+
+
+class FakeGuard:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def arm(self, release_id: int) -> str:
+        self.log.append(f"arm {release_id}")
+        return "armed"
+
+    async def disarm(self) -> None:
+        self.log.append("disarm")
+
+
+@pytest.mark.parametrize("verdict, result", [(Outcome.PASS, m.Result.KEPT), (Outcome.FAIL, m.Result.REJECTED)])
+async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolled_back(verdict, result):
+    calls: list[str] = []
+    a = replace(adapters(judge=FakeJudge([JudgeResult(verdict, ("r",))])), guard=FakeGuard(calls))
+    a.units.calls = calls  # one log for both, to see the order
+    p = plan()
+    with memory_ledger() as ledger:
+        rid = ledger.begin_release(deployment=p.deployment, kind="promote", unit_name=p.unit_name,
+                                   unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t")
+        out = await Runner(ledger, a, p, rid).run(m.start())
+    assert out.state.result is result
+    assert calls[:2] == ["install_trial", f"arm {rid}"] and calls[-1] == "disarm" and calls.count("disarm") == 1
