@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
@@ -18,6 +19,7 @@ from deployctl.commands._release_verbs import (
     limits,
     locked,
     recover_first,
+    refuse_after_failed_rollback,
     say,
     site_from_args,
     who,
@@ -165,6 +167,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, profile, progress, preflight=preflight, guard=guard) as adapters:
             say(await recover_first(ledger, site, adapters, NAME))
+            await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(
@@ -175,10 +178,23 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             if inventory:
                 ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
-                            baseline_max_age_s=baseline_max_age_s)
+                            baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_request(lock)  # a request left for a promote that had already ended is not for this one
             _abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
+
+
+def crash_after(env: Mapping[str, str]) -> m.Phase | None:
+    """``DEPLOYCTL_CRASH_AFTER=PHASE``: the promote kills itself (SIGKILL) once PHASE's action is done, before
+    its outcome is recorded — how the crash tests reproduce a controller dying at each step."""
+    name = env.get("DEPLOYCTL_CRASH_AFTER")
+    if not name:
+        return None
+    try:
+        return m.Phase(name.upper())
+    except ValueError:
+        raise UsageError(f"DEPLOYCTL_CRASH_AFTER={name}: not a phase",
+                         hint="one of " + ", ".join(p.value for p in m.Phase)) from None
 
 
 def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:

@@ -12,10 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from deployctl.adapters.envfile import environment_value
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
+    EnvRef,
     Deployment,
     Host,
     Inventory,
@@ -73,6 +75,15 @@ class Site:
 
     def unit_files(self) -> UnitFiles:
         return self.endpoint.unit_files()
+
+    def api_key(self) -> str | None:
+        """The key the server wants from its HTTP clients: ``--api-key {env: NAME}`` in any of the
+        deployment's profiles, read from its EnvironmentFile (never from the inventory or the unit)."""
+        names = [ref.name for p in self.deployment.profiles.values()
+                 if isinstance(ref := p.flags.get("api-key"), EnvRef)]
+        if not names or not self.deployment.environment_file:
+            return None
+        return environment_value(self.deployment.environment_file, names[0])
 
     def lock(self) -> DeploymentLock:
         """The lock of this deployment's unit: one per unit on the host, whatever the state directory."""
