@@ -183,9 +183,6 @@ def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox
     assert host.systemctl("is-active", UNIT).stdout.strip() == "active"
 
 
-@pytest.mark.xfail(reason="after merging main's sequential judge this no longer ends in 'aborted' within the"
-                          " test's time; passed before the merge; cause not investigated yet (issue 15 report)",
-                   strict=False)
 def test_a_controller_alive_past_the_bound_is_told_to_roll_back(sandbox: Sandbox, tmp_path: Path):
     host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=12), tmp_path / "state")
     host.restart_baseline()
