@@ -55,6 +55,7 @@ class Status:
     live_release: str = ""  # report.live_release_line
     live_release_id: int | None = None
     recovered: tuple[str, ...] = ()  # what recovery did first, one line each
+    host: str = ""  # the inventory's host of the deployment: fleet tools check it is the machine they reached
 
     @property
     def uptime_s(self) -> float | None:
@@ -66,6 +67,7 @@ class Status:
         stamp = read_stamp(self.unit_file.text) if self.unit_file else None
         return {
             "deployment": self.deployment,
+            "host": self.host,
             "unit": self.state.name,
             "load_state": self.state.load_state,
             "active_state": self.state.active_state,
@@ -149,7 +151,8 @@ async def collect(site: Site, lines: int, recovered: tuple[str, ...] = ()) -> St
     release, line = read_live_release(site)
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
                   trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
-                  live_release_id=release.id if release else None, recovered=recovered)
+                  live_release_id=release.id if release else None, recovered=recovered,
+                  host=site.deployment.host)
 
 
 def run(args: argparse.Namespace) -> int:
