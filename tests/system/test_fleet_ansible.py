@@ -167,3 +167,29 @@ def test_a_host_deployctl_does_not_know_fails_before_anything_restarts(fleet: Fl
     assert done.returncode == 2, done.stdout + done.stderr
     assert "runs glm5-sim on 'gpu-a', not on 'gpu-d'" in done.stdout, done.stdout
     assert a.promotes() == [] and b.promotes() == [], "no host promoted"
+
+
+# --- the collection's own checks (no sandbox needed; they need the test extra's ansible-core/ansible-lint) ---
+
+COLLECTION = REPO / "ansible" / "ansible_collections" / "deployctl" / "sglang"
+# ansible-test's other sanity tests (pep8, pylint, validate-modules, import, yamllint, ...) build a venv with a
+# pip bootstrap script fetched from Ansible's server: they cannot run offline, these can.
+OFFLINE_SANITY = ("compile", "shebang", "line-endings", "empty-init", "no-smart-quotes", "symlinks")
+
+
+def _tool(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def test_ansible_lint_passes_offline_on_the_collection_and_playbook():
+    done = subprocess.run([_tool("ansible-lint"), "--offline", "--nocolor"], cwd=REPO / "ansible",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ansible_test_sanity_passes_its_offline_tests():
+    tests = [arg for name in OFFLINE_SANITY for arg in ("--test", name)]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    done = subprocess.run([_tool("ansible-test"), "sanity", *tests, "--python", python], cwd=COLLECTION,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
