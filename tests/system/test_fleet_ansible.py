@@ -57,10 +57,18 @@ class FleetHost:
     sshd: Sshd
     cli: Cli
 
-    def promotes(self) -> list[dict[str, Any]]:
+    def releases(self) -> list[dict[str, Any]]:
         done = self.cli("history", "-d", DEP, "--json")
         assert done.returncode == 0, done.stdout + done.stderr
-        return sorted((r for r in json.loads(done.stdout) if r["kind"] == "promote"), key=lambda r: r["id"])
+        return sorted(json.loads(done.stdout), key=lambda r: r["id"])
+
+    def promotes(self) -> list[dict[str, Any]]:
+        return [r for r in self.releases() if r["kind"] == "promote"]
+
+    def add_profile(self, name: str, profile: dict[str, Any]) -> None:
+        data = yaml.safe_load(self.cli.inventory.read_text())
+        data["deployments"][DEP]["profiles"][name] = profile
+        self.cli.inventory.write_text(yaml.safe_dump(data))
 
     def installed_profile(self) -> str:
         text = (self.sshd.box.unit_dir / UNIT).read_text()
@@ -148,6 +156,21 @@ def test_a_regressing_candidate_stops_the_rollout_at_the_first_host(fleet: Fleet
         assert host.promotes() == [] and host.installed_profile() == "baseline", host.name
         assert summary[host.name] == {"result": "skipped"}, summary
     assert f"candidate-forced-fusion was rejected on {first.name}: the rollout stops here" in done.stdout
+
+
+def test_a_rejection_on_the_second_host_rolls_back_the_first_when_asked(fleet: Fleet):
+    # The same profile name means a faster server on gpu-a (kept) and a regression on gpu-b (rejected).
+    a, b, c = fleet.hosts
+    a.add_profile("next", {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "1.5"}})
+    b.add_profile("next", {"extends": "candidate-forced-fusion"})
+    c.add_profile("next", {"extends": "baseline", "flags": {"enable-metrics": True}})
+    done, summary = fleet.playbook("-e", "profile=next", "-e", "rollback_promoted=true")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert [r["result"] for r in a.promotes()] == ["kept"], a.releases()
+    assert a.releases()[-1]["kind"] == "rollback" and a.installed_profile() == "baseline", a.releases()
+    assert [r["result"] for r in b.promotes()] == ["rejected"] and b.installed_profile() == "baseline"
+    assert c.releases() == [] and c.installed_profile() == "baseline"
+    assert [summary[h.name]["result"] for h in fleet.hosts] == ["kept", "rejected", "skipped"], summary
 
 
 def test_check_mode_changes_nothing(fleet: Fleet):
