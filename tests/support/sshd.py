@@ -52,7 +52,8 @@ def start_sshd(box: Sandbox, keys: Path, *, unit: str = "test-sshd.service", tim
     config.write_text(
         f"ListenAddress 127.0.0.1\nHostKey {keys}/host_ed25519\nAuthorizedKeysFile {keys}/authorized_keys\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        f"UsePAM no\nStrictModes no\nPidFile {keys}/sshd-{port}.pid\n"  # pytest's tmp dirs sit under a world-writable /tmp
+        # StrictModes no: pytest's tmp dirs sit under a world-writable /tmp
+        f"UsePAM no\nStrictModes no\nPidFile {keys}/sshd-{port}.pid\n"
     )
     started = box.run([
         "systemd-run", f"--unit={unit}", "--property=RuntimeDirectory=sshd", "/usr/sbin/sshd", "-D", "-e",

@@ -93,7 +93,9 @@ class Fleet:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def playbook(self, *extra: str, names: dict[str, FleetHost] | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    def playbook(self, *extra: str, names: dict[str, FleetHost] | None = None,
+                 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        """ansible-playbook's outcome, and the summary it wrote ({} if none)."""
         summary = self.workdir / "summary.json"
         summary.unlink(missing_ok=True)
         bin_dir = Path(sys.executable).parent
@@ -216,3 +218,13 @@ def test_ansible_test_sanity_passes_its_offline_tests():
     done = subprocess.run([_tool("ansible-test"), "sanity", *tests, "--python", python], cwd=COLLECTION,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("module", ["deployctl_promote", "deployctl_rollback", "deployctl_facts"])
+def test_each_module_documents_itself(module: str):
+    # What validate-modules would check first, offline: the DOCUMENTATION, EXAMPLES and RETURN parse.
+    done = subprocess.run([_tool("ansible-doc"), "--json", f"deployctl.sglang.{module}"], cwd=REPO / "ansible",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)[f"deployctl.sglang.{module}"]
+    assert doc["doc"]["options"]["deployment"]["required"] and doc["examples"] and doc["return"]

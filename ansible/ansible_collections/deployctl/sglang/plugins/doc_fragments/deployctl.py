@@ -18,9 +18,11 @@ options:
     type: str
     default: deployctl
   inventory:
-    description: deployctl's inventory on the host (default C($DEPLOYCTL_INVENTORY), then C(/etc/deployctl/inventory.yaml)).
+    description: >-
+      deployctl's inventory on the host (default C($DEPLOYCTL_INVENTORY), then C(/etc/deployctl/inventory.yaml)).
     type: path
   state_dir:
-    description: deployctl's state directory on the host (default C($DEPLOYCTL_STATE_DIR), then C(/var/lib/deployctl)).
+    description: >-
+      deployctl's state directory on the host (default C($DEPLOYCTL_STATE_DIR), then C(/var/lib/deployctl)).
     type: path
 """

@@ -12,7 +12,7 @@ description:
   - Runs C(deployctl rollback -d DEPLOYMENT --json) on the managed host; the unit of the release before the
     live one (or O(to)) is installed and restarted, and the rollback is recorded in deployctl's ledger.
   - C(changed) when a rollback ran; not changed when the ledger has nothing to roll back to.
-  - Not run in check mode (deployctl has no dry run for rollback): Ansible skips the task.
+  - Not run in check mode (deployctl has no dry run for rollback); Ansible skips the task.
 version_added: "0.1.0"
 author: deployctl maintainers
 extends_documentation_fragment:
