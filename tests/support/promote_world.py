@@ -97,3 +97,10 @@ def healthy(port: int) -> bool:
             return resp.status == 200
     except OSError:
         return False
+
+
+def installed_profile(box: Sandbox, unit: str) -> str:
+    """The profile of the unit in /etc (asserting no trial is left in /run)."""
+    text = (box.unit_dir / unit).read_text()
+    assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
+    return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
