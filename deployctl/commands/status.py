@@ -63,6 +63,7 @@ class Status:
     live_release: str = ""  # report.live_release_line
     live_release_id: int | None = None
     recovered: tuple[str, ...] = ()  # what recovery did first, one line each
+    host: str = ""  # the inventory's host of the deployment: fleet tools check it is the machine they reached
 
     @property
     def uptime_s(self) -> float | None:
@@ -74,6 +75,7 @@ class Status:
         stamp = read_stamp(self.unit_file.text) if self.unit_file else None
         return {
             "deployment": self.deployment,
+            "host": self.host,
             "unit": self.state.name,
             "load_state": self.state.load_state,
             "active_state": self.state.active_state,
@@ -157,7 +159,8 @@ async def collect(site: Site, lines: int, live: tuple[Release | None, str], reco
     release, line = live
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
                   trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
-                  live_release_id=release.id if release else None, recovered=recovered)
+                  live_release_id=release.id if release else None, recovered=recovered,
+                  host=site.deployment.host)
 
 
 def run(args: argparse.Namespace) -> int:
