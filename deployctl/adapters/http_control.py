@@ -22,9 +22,10 @@ class ServerUnreachable(DeployctlError):
 class ControlClient:
     """``async with ControlClient(url) as c: info = await c.server_info()``."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None) -> None:
         self._base = base_url.rstrip("/")
-        self._client = httpx.AsyncClient(base_url=self._base, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None  # SGLang's --api-key
+        self._client = httpx.AsyncClient(base_url=self._base, timeout=timeout_s, headers=headers)
 
     async def __aenter__(self) -> "ControlClient":
         return self

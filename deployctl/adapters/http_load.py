@@ -67,7 +67,7 @@ class LoadClient:
     name = "deployctl asyncio HTTP/1.1 protocol client (keep-alive, per-read timestamps)"
     protocol: Callable[[], "_Connection"]  # set below the class: the parser one connection speaks
 
-    def __init__(self, base_url: str, *, timeout_s: float = 600.0) -> None:
+    def __init__(self, base_url: str, *, timeout_s: float = 600.0, api_key: str | None = None) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError(f"not an http(s) URL: {base_url!r}", hint="use e.g. http://127.0.0.1:30000")
@@ -77,6 +77,7 @@ class LoadClient:
         self._prefix = parts.path.rstrip("/")
         self._host_header = parts.netloc.encode()
         self._timeout_s = timeout_s
+        self._auth = _authorization(api_key)
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
 
@@ -103,7 +104,8 @@ class LoadClient:
         sink.sent(_CLOCK())
         conn.transport.write(
             b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % ((self._prefix + path).encode(), self._host_header, len(body), body)
+            b"%sContent-Length: %d\r\n\r\n%s"
+            % ((self._prefix + path).encode(), self._host_header, self._auth, len(body), body)
         )
         timer = loop.call_later(self._timeout_s, _expire, done, self._timeout_s)
         try:
@@ -135,6 +137,16 @@ class LoadClient:
         self._open.add(conn)
         conn.on_close = self._open.discard
         return conn
+
+
+def _authorization(api_key: str | None) -> bytes:
+    """The ``Authorization: Bearer`` header line SGLang's ``--api-key`` asks for (empty without a key)."""
+    if not api_key:
+        return b""
+    if any(c in api_key for c in "\r\n\x00") or not api_key.isascii():
+        raise InputError("the server's API key holds a line break, NUL or non-ASCII character: not sent",
+                         hint="fix the key in the deployment's environment_file")
+    return b"Authorization: Bearer %s\r\n" % api_key.encode()
 
 
 def _expire(done: asyncio.Future, timeout_s: float) -> None:

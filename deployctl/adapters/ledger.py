@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from deployctl.bench.result import BenchResult
-from deployctl.errors import DeployctlError, InputError
+from deployctl.errors import EnvironmentUnfit, InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
 from deployctl.judge.reuse import BaselineFingerprint
 from deployctl.promote.records import Event, Release, StoredBench
@@ -45,7 +45,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   deployment TEXT NOT NULL,
-  kind TEXT NOT NULL,                -- promote | rollback | adopted
+  kind TEXT NOT NULL,                -- promote | rollback | adopted | bisect
   profile TEXT,
   unit_name TEXT NOT NULL,
   unit_text TEXT NOT NULL,
@@ -141,27 +141,51 @@ def _loads(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-class Ledger:
-    """One SQLite database per state directory; every write is its own committed transaction."""
+class LedgerError(EnvironmentUnfit):
+    """The ledger cannot be opened, read or written: disk full, I/O error, a corrupt file, locked too long.
 
-    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+    Exit 5 on its own; a promote that meets it with a trial installed rolls back without the ledger and
+    exits 12 (``deployctl.live.runner``)."""
+
+
+def _ledger_error(path: Path, doing: str, exc: Exception) -> LedgerError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        hint = "another process holds the ledger's write lock; find it with `fuser -v` on the ledger file"
+    elif "full" in text or "No space" in text:
+        hint = f"free space on the file system of {path.parent}"
+    elif "not a database" in text or "malformed" in text:
+        hint = f"the ledger file is damaged: move {path} aside (keep it for `sqlite3 .recover`) and retry"
+    else:
+        hint = f"check the disk under {path.parent} (dmesg shows I/O errors); then retry"
+    return LedgerError(f"the ledger {path} {doing}: {exc}", hint=hint)
+
+
+class Ledger:
+    """One SQLite database per state directory; every write is its own committed transaction.
+
+    Every ``sqlite3`` error becomes a ``LedgerError`` that names the fault (locked, full, damaged, I/O)."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time, busy_timeout_s: float = 10.0) -> None:
         self.path = path
         self._clock = clock
         try:
             if path != _MEMORY:
                 _private_files(path)
-            self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
+            self._db = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # the intent must survive a power cut
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
             self._migrate()
-        except (sqlite3.Error, OSError) as exc:
-            raise DeployctlError(
+        except PermissionError as exc:
+            raise LedgerError(
                 f"cannot open the ledger {path}: {exc}",
                 hint="run as root, or point --state-dir / $DEPLOYCTL_STATE_DIR at a writable directory",
             ) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise _ledger_error(path, "cannot be opened", exc) from exc
 
     def _migrate(self) -> None:
         """Bring a ledger written by an older deployctl to the current rules; its rows stay valid."""
@@ -225,8 +249,18 @@ class Ledger:
         try:
             cur = self._db.execute(sql, params)
         except sqlite3.Error as exc:
-            raise DeployctlError(f"the ledger {self.path} refused a write: {exc}") from exc
+            raise _ledger_error(self.path, "refused a write", exc) from exc
         return int(cur.lastrowid or 0)
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _ledger_error(self.path, "cannot be read", exc) from exc
+
+    def _row(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
 
     # --- releases ---------------------------------------------------------------------------------
 
@@ -284,47 +318,48 @@ class Ledger:
     def mark_live(self, release_id: int) -> None:
         """``release_id``'s unit is the one installed now (kept, rolled back to, or adopted)."""
         deployment = self.get(release_id).deployment
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.execute("UPDATE releases SET live=0 WHERE deployment=?", (deployment,))
-            self._db.execute("UPDATE releases SET live=1 WHERE id=?", (release_id,))
-            self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("UPDATE releases SET live=0 WHERE deployment=?", (deployment,))
+                self._db.execute("UPDATE releases SET live=1 WHERE id=?", (release_id,))
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                self._db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
-            raise DeployctlError(f"the ledger {self.path} refused a write: {exc}") from exc
+            raise _ledger_error(self.path, "refused a write", exc) from exc
 
     def get(self, release_id: int) -> Release:
-        row = self._db.execute("SELECT * FROM releases WHERE id=?", (release_id,)).fetchone()
+        row = self._row("SELECT * FROM releases WHERE id=?", (release_id,))
         if row is None:
             raise InputError(f"no release {release_id} in the ledger {self.path}", hint="see `deployctl history`")
         return _release(row)
 
     def history(self, deployment: str | None = None, limit: int = 20) -> list[Release]:
         if deployment:
-            rows = self._db.execute(
+            rows = self._rows(
                 "SELECT * FROM releases WHERE deployment=? ORDER BY id DESC LIMIT ?", (deployment, limit)
             )
         else:
-            rows = self._db.execute("SELECT * FROM releases ORDER BY id DESC LIMIT ?", (limit,))
+            rows = self._rows("SELECT * FROM releases ORDER BY id DESC LIMIT ?", (limit,))
         return [_release(r) for r in rows]
 
     def unfinished(self, deployment: str) -> list[Release]:
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT * FROM releases WHERE deployment=? AND finished_at IS NULL ORDER BY id", (deployment,)
         )
         return [_release(r) for r in rows]
 
     def live_release(self, deployment: str) -> Release | None:
-        row = self._db.execute(
-            "SELECT * FROM releases WHERE deployment=? AND live=1 ORDER BY id DESC LIMIT 1", (deployment,)
-        ).fetchone()
+        row = self._row(
+            "SELECT * FROM releases WHERE deployment=? AND live=1 ORDER BY id DESC LIMIT 1", (deployment,))
         return _release(row) if row else None
 
     def release_with_hash(self, deployment: str, unit_hash: str) -> Release | None:
-        row = self._db.execute(
+        row = self._row(
             "SELECT * FROM releases WHERE deployment=? AND unit_hash=? ORDER BY live DESC, id DESC LIMIT 1",
-            (deployment, unit_hash),
-        ).fetchone()
+            (deployment, unit_hash))
         return _release(row) if row else None
 
     # --- events -----------------------------------------------------------------------------------
@@ -336,7 +371,7 @@ class Ledger:
         )
 
     def events(self, release_id: int) -> list[Event]:
-        rows = self._db.execute("SELECT * FROM events WHERE release_id=? ORDER BY id", (release_id,))
+        rows = self._rows("SELECT * FROM events WHERE release_id=? ORDER BY id", (release_id,))
         return [Event(r["at"], r["phase"], r["kind"], r["name"], _loads(r["detail_json"]) or {}) for r in rows]
 
     # --- benchmarks -------------------------------------------------------------------------------
@@ -362,38 +397,34 @@ class Ledger:
         )
 
     def benches(self, release_id: int) -> list[StoredBench]:
-        rows = self._db.execute("SELECT * FROM benchmarks WHERE release_id=? ORDER BY id", (release_id,))
+        rows = self._rows("SELECT * FROM benchmarks WHERE release_id=? ORDER BY id", (release_id,))
         return [_bench(r) for r in rows]
 
     def fresh_baseline(
         self, *, unit_hash: str, bench_key: str, host: str | None, sglang_version: str | None, max_age_s: float
     ) -> StoredBench | None:
         """The newest baseline measurement of exactly this unit, host, SGLang version and sweep, if fresh."""
-        row = self._db.execute(
+        row = self._row(
             "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND host IS ?"
             " AND sglang_version IS ? AND at>=? ORDER BY at DESC LIMIT 1",
-            (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s),
-        ).fetchone()
+            (unit_hash, bench_key, host, sglang_version, self._clock() - max_age_s))
         return _bench(row) if row else None
 
     def stored_baseline(self, *, unit_hash: str, bench_key: str, host: str | None) -> StoredBench | None:
         """The newest measured (not itself reused) baseline of this unit and sweep on this host, whatever its
         fingerprint and age: ``judge.reuse.reuse_decision`` says whether it still holds, and why not."""
-        row = self._db.execute(
+        row = self._row(
             "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND host IS ?"
-            " AND reused_from IS NULL ORDER BY at DESC LIMIT 1",
-            (unit_hash, bench_key, host),
-        ).fetchone()
+            " AND reused_from IS NULL ORDER BY at DESC LIMIT 1", (unit_hash, bench_key, host))
         return _bench(row) if row else None
 
     def baseline_before(self, *, unit_hash: str, bench_key: str, before: float) -> StoredBench | None:
         """The newest baseline measurement of this unit and sweep taken before ``before``: the one a release
         that reused a fresh baseline was judged against (reuse saves no row of its own)."""
-        row = self._db.execute(
+        row = self._row(
             "SELECT * FROM benchmarks WHERE role='baseline' AND unit_hash=? AND bench_key=? AND at<=?"
             " ORDER BY at DESC LIMIT 1",
-            (unit_hash, bench_key, before),
-        ).fetchone()
+            (unit_hash, bench_key, before))
         return _bench(row) if row else None
 
     def aa_benches(
@@ -405,12 +436,11 @@ class Ledger:
         so are reused baselines (their trials are another row's), so no trial is counted twice."""
         # NOT IN () is not SQL, and NOT IN (NULL) matches nothing: -1 is no release's id.
         marks = ",".join("?" * len(exclude_releases)) or "-1"
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
             " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
             f" AND b.reused_from IS NULL AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
-            (deployment, host, bench_key, *exclude_releases, limit),
-        ).fetchall()
+            (deployment, host, bench_key, *exclude_releases, limit))
         return [_bench(r) for r in reversed(rows)]
 
 

@@ -143,8 +143,13 @@ class UnitFiles:
         return current
 
     def install(self, name: str, text: str, *, adopt: bool = False) -> Installed:
-        """Write ``text`` as the known-good unit (persistent), keeping the previous content for rollback."""
+        """Write ``text`` as the known-good unit (persistent), keeping the previous content for rollback.
+
+        Writing what is there already changes nothing, the backup included: a keep re-run after a crash
+        must not back the candidate up over the known-good content it replaced."""
         current = self._check_may_replace(name, adopt)
+        if current is not None and current.text == text:
+            return Installed(path=current.path, previous=self.previous(name))
         previous = current.text if current else None
         if previous is not None and self.backup_dir is not None:
             atomic_write(self.backup_dir / f"{name}.previous", previous)
@@ -158,11 +163,28 @@ class UnitFiles:
         self._write(self.runtime_dir / name, text)
         return Installed(path=self.runtime_dir / name, previous=current.text if current else None)
 
-    def keep(self, name: str) -> Installed:
-        """Make the trial the known-good unit: persist it, then remove the runtime copy."""
+    def keep(self, name: str, expected_hash: str | None = None) -> Installed:
+        """Make the trial the known-good unit: persist it, then remove the runtime copy.
+
+        Idempotent: a keep cut short after the write finds the candidate persisted and only removes the
+        trial. With ``expected_hash``, the trial's content must be the planned candidate's, and a trial
+        that is gone (a reboot empties /run) is only accepted if the candidate is persisted already."""
         trial = self.trial(name)
         if trial is None:
-            raise SystemdError(f"no trial of {name} in {self.runtime_dir} to keep")
+            current = self.known_good(name)
+            if expected_hash is not None and current is not None and current.sha256 == expected_hash:
+                return Installed(path=current.path, previous=self.previous(name))
+            raise SystemdError(
+                f"no trial of {name} in {self.runtime_dir} to keep, and {self.unit_dir / name} is not the candidate"
+                " (a reboot or a hand removed the trial; the known-good unit runs)",
+                hint="the candidate is not kept; promote it again to try it",
+            )
+        if expected_hash is not None and trial.sha256 != expected_hash:
+            raise SystemdError(
+                f"the trial {trial.path} is not the planned candidate (sha256 {trial.sha256[:12]}…, planned"
+                f" {expected_hash[:12]}…): it changed since it was installed; not persisting it",
+                hint="someone edited the trial by hand; promote the profile again",
+            )
         installed = self.install(name, trial.text, adopt=True)
         self.discard_trial(name)
         return installed

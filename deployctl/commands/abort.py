@@ -12,6 +12,7 @@ from deployctl.adapters.lock import is_alive
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     recover_now,
+    refuse_if_failed,
     say,
     site_from_args,
     who,
@@ -46,16 +47,17 @@ def run(args: argparse.Namespace) -> int:
     lock = site.lock()
     holder = lock.holder()
     if holder is None or not is_alive(holder):
-        said = recover_now(site, NAME)
-        lines = said or [f"no promote of {site.name} is running; nothing to abort"]
+        recovered = recover_now(site, NAME)
+        refuse_if_failed(site, recovered)  # exit 12: the dead promote's rollback did not bring the known-good back
+        lines = [r.line for r in recovered] or [f"no promote of {site.name} is running; nothing to abort"]
         if args.json:
             emit_json({"aborted": None, "said": lines})
         else:
             emit(lines)
         return 0
-    if holder.verb not in ("promote", "demo"):
-        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote",
-                   hint="only a promote can be aborted; wait for it to finish")
+    if holder.verb not in ("promote", "bisect", "demo"):
+        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote or a bisect",
+                   hint="only a promote or a bisect can be aborted; wait for it to finish")
     abort_request_path(lock).write_text(f"aborted by {who()} with `deployctl abort`")
     os.kill(holder.pid, signal.SIGTERM)
     say([f"sent SIGTERM to {holder.describe()}; it rolls back now"])

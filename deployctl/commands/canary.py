@@ -185,7 +185,7 @@ def run_one(site: Site, metrics_dir: Path | None) -> Run:
 async def _canary(site: Site, lock: DeploymentLock, out: Run) -> None:
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None) as adapters:
-            out.detail += await recover_first(ledger, site, adapters, NAME)
+            out.detail += await recover_first(ledger, site, adapters, NAME)  # exit 12 when it failed
             live_id = adopt_installed(ledger, site)
             if live_id is None:
                 raise InputError(f"{site.unit} is not installed: there is no live release to watch",

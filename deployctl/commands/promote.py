@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
@@ -18,6 +19,7 @@ from deployctl.commands._release_verbs import (
     limits,
     locked,
     recover_first,
+    refuse_after_failed_rollback,
     say,
     site_from_args,
     who,
@@ -69,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
     parser.add_argument("--fresh-baseline", action="store_true",
                         help="measure the live release now, even if the ledger has a measurement of it from the last hour")
+    parser.add_argument("--bisect", action="store_true",
+                        help="on a rejection, find the change(s) that did it and promote the rest (deployctl bisect)")
     add_in_unit_argument(parser)
 
 
@@ -84,12 +88,28 @@ def run(args: argparse.Namespace) -> int:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
                                   guard=dead_man(args, site), inventory=inventory_note(args)))
-    if args.json:
+        if args.bisect and out.state.result is m.Result.REJECTED:
+            from deployctl.commands import bisect  # it builds on this verb
+
+            if not args.json:
+                _report(out, as_json=False)
+            found = asyncio.run(bisect.bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out,
+                                              guard=dead_man(args, site)))
+            if args.json:
+                emit_json({"promote": outcome_json(out), "bisect": bisect.outcome_json(found)})
+            else:
+                bisect.report(found, as_json=False)
+            return found.exit_code
+    _report(out, as_json=args.json)
+    return out.exit_code
+
+
+def _report(out: PromoteOutcome, *, as_json: bool) -> None:
+    if as_json:
         emit_json(outcome_json(out))
     else:
         ev = out.evidence
         emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
-    return out.exit_code
 
 
 def _one_profile(args: argparse.Namespace) -> None:
@@ -147,6 +167,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, profile, progress, preflight=preflight, guard=guard) as adapters:
             say(await recover_first(ledger, site, adapters, NAME))
+            await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(
@@ -157,10 +178,23 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             if inventory:
                 ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
-                            baseline_max_age_s=baseline_max_age_s)
+                            baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_request(lock)  # a request left for a promote that had already ended is not for this one
             _abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
+
+
+def crash_after(env: Mapping[str, str]) -> m.Phase | None:
+    """``DEPLOYCTL_CRASH_AFTER=PHASE``: the promote kills itself (SIGKILL) once PHASE's action is done, before
+    its outcome is recorded — how the crash tests reproduce a controller dying at each step."""
+    name = env.get("DEPLOYCTL_CRASH_AFTER")
+    if not name:
+        return None
+    try:
+        return m.Phase(name.upper())
+    except ValueError:
+        raise UsageError(f"DEPLOYCTL_CRASH_AFTER={name}: not a phase",
+                         hint="one of " + ", ".join(p.value for p in m.Phase)) from None
 
 
 def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:

@@ -8,7 +8,6 @@ import os
 import signal
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
 from deployctl.commands.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
@@ -65,7 +64,7 @@ async def _recover(site: Site) -> list[str]:
 
 def _stop_live_controller(site: Site, release_id: int) -> str:
     """The switch expired on a controller that is alive: stop it, if it still runs the release guarded."""
-    lock = DeploymentLock(site.state_dir, site.name)
+    lock = site.lock()
     holder = lock.holder()
     with Ledger.open(site.state_dir) as ledger:
         release = next((r for r in ledger.unfinished(site.name) if r.id == release_id), None)

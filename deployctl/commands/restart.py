@@ -8,7 +8,14 @@ import json
 import sys
 
 from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands._release_verbs import add_site_arguments, locked, state_dir
+from deployctl.commands._release_verbs import (
+    add_site_arguments,
+    locked,
+    recover_held,
+    refuse_if_failed,
+    say,
+    state_dir,
+)
 from deployctl.commands.options import add_profile
 from deployctl.errors import InputError, JobFailed
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
@@ -25,6 +32,8 @@ file is kept for rollback), daemon-reload, restart over D-Bus and wait until the
 change with an automatic rollback, use `deployctl promote`.
 
 Without --profile the profile of the installed unit is re-rendered (picking up inventory edits).
+A promote left unfinished by a dead controller is recovered first (rolled back, or its keep finished),
+and said; exit 12 if that recovery could not bring the known-good unit back.
 Exit 0 when ready; 6 when the server crashed, failed to start or timed out (with its last log lines).
 
 examples:
@@ -48,11 +57,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
     with locked(site, NAME):
+        recovered = recover_held(site, NAME)
+        say([r.line for r in recovered])
+        refuse_if_failed(site, recovered)
         installed, report = asyncio.run(_restart(site, args))
     if args.json:
-        print(json.dumps(report_json(report, installed), indent=2))
+        data = report_json(report, installed)
+        data["recovered"] = [r.line for r in recovered]
+        print(json.dumps(data, indent=2))
     else:
-        print("\n".join(report_lines(report, installed)))
+        print("\n".join([f"recovered: {r.line}" for r in recovered] + report_lines(report, installed)))
     if report.ok:
         return 0
     failure = JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,

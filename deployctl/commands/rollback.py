@@ -12,7 +12,8 @@ from deployctl.commands._release_verbs import (
     add_site_arguments,
     adopt_installed,
     locked,
-    recover_first,
+    recover_outcomes,
+    refuse_if_failed,
     say,
     site_from_args,
     who,
@@ -35,7 +36,9 @@ DESCRIPTION = """\
 Reinstall an earlier release's unit (as a trial first), restart it, wait until it is ready (log line or
 /health), then persist it. No baseline, gates or judge: a rollback is about getting back, fast. If the release asked for does not
 come up, the unit that was live is restored (exit 10). A promote left unfinished by a dead controller
-is recovered first.
+is recovered first: if that recovery rolled it back, nothing more is done (exit 0); if it finished keeping
+the candidate (its verdict was PASS), the rollback asked for then puts back what it replaced; if it
+could not bring the known-good unit back, exit 12.
 
 examples:
   deployctl rollback -d glm5            # back to what the live release replaced
@@ -72,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
 async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> PromoteOutcome | list[str]:
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None, TerminalProgress(), guard=guard) as adapters:
-            recovered = await recover_first(ledger, site, adapters, NAME)
-            say(recovered)
-            if recovered and to is None:
-                return ["the unfinished promote was rolled back; nothing more to do"]
+            recovered = await recover_outcomes(ledger, site, adapters, NAME)
+            say([r.line for r in recovered])
+            refuse_if_failed(site, recovered)
+            if to is None and any(r.rolled_back for r in recovered):
+                return ["the unfinished promote was rolled back to the known-good unit; nothing more to do"]
             live_id = adopt_installed(ledger, site)
             if live_id is None:
                 raise InputError(f"{site.unit} is not installed: nothing to roll back")

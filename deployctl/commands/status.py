@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from dataclasses import dataclass
 
+from deployctl.adapters.ledger import LedgerError
 from deployctl.adapters.unitfiles import UnitFile
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import (
@@ -18,7 +20,10 @@ from deployctl.commands._release_verbs import (
     recover_now,
 )
 from deployctl.commands.output import TerminalProgress
+from deployctl.errors import ExitCode
+from deployctl.live.recovery import Recovered, failed_recovery_hint
 from deployctl.live.site import Site, make_site
+from deployctl.promote.records import Release
 from deployctl.units.stamp import read_stamp
 from deployctl.units.state import UnitState
 
@@ -32,6 +37,9 @@ unfinished promote, and the last lines of the current invocation's log.
 First, when a promote's controller died (killed, host crash) and left its work unfinished, status
 finishes it as recovery does: rolls back to the known-good unit (or finishes a keep) and says so. That
 needs root; other operators get a read-only view in which the leftover trial shows.
+
+Exit 0; 12 when that recovery could not bring the known-good unit back; 5 when the ledger cannot be
+read or written (damaged, disk full, locked): the unit's state is shown all the same.
 
 examples:
   deployctl status -d glm5
@@ -55,6 +63,7 @@ class Status:
     live_release: str = ""  # report.live_release_line
     live_release_id: int | None = None
     recovered: tuple[str, ...] = ()  # what recovery did first, one line each
+    host: str = ""  # the inventory's host of the deployment: fleet tools check it is the machine they reached
 
     @property
     def uptime_s(self) -> float | None:
@@ -66,6 +75,7 @@ class Status:
         stamp = read_stamp(self.unit_file.text) if self.unit_file else None
         return {
             "deployment": self.deployment,
+            "host": self.host,
             "unit": self.state.name,
             "load_state": self.state.load_state,
             "active_state": self.state.active_state,
@@ -135,7 +145,7 @@ def status_lines(status: Status) -> list[str]:
     return out
 
 
-async def collect(site: Site, lines: int, recovered: tuple[str, ...] = ()) -> Status:
+async def collect(site: Site, lines: int, live: tuple[Release | None, str], recovered: tuple[str, ...] = ()) -> Status:
     files = site.unit_files()
     systemd = await site.endpoint.connect()
     try:
@@ -146,19 +156,34 @@ async def collect(site: Site, lines: int, recovered: tuple[str, ...] = ()) -> St
     if state.invocation_id and lines > 0:
         entries = await site.endpoint.journal().read(state.invocation_id, last=lines)
         log = tuple(line.display for line in entries if line.display)
-    release, line = read_live_release(site)
+    release, line = live
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
                   trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
-                  live_release_id=release.id if release else None, recovered=recovered)
+                  live_release_id=release.id if release else None, recovered=recovered,
+                  host=site.deployment.host)
 
 
 def run(args: argparse.Namespace) -> int:
     site = make_site(load_inventory_from_args(args), args.deployment, existing_state_dir(args))
     # Steps of a recovery go to stderr as they happen (a rollback takes a while); its summary is in the status.
-    recovered = tuple(recover_now(site, NAME, None if args.json else TerminalProgress()))
-    status = asyncio.run(collect(site, args.lines, recovered))
+    ledger_error: LedgerError | None = None
+    recovered: list[Recovered] = []
+    try:
+        recovered = recover_now(site, NAME, None if args.json else TerminalProgress())
+        live = read_live_release(site)
+    except LedgerError as exc:  # what runs is shown all the same: it does not need the ledger
+        ledger_error = exc
+        live = None, f"live release: unknown ({exc.message})"
+    status = asyncio.run(collect(site, args.lines, live, tuple(r.line for r in recovered)))
     if args.json:
         print(json.dumps(status.to_dict(), indent=2))
     else:
         print("\n".join(status_lines(status)))
-    return 0
+    if ledger_error is not None:
+        print(f"error: {ledger_error.message}\nhint: {ledger_error.hint}", file=sys.stderr)
+        return ExitCode.ENVIRONMENT
+    if any(r.failed for r in recovered):
+        print(f"error: the recovery could not bring the known-good unit back\nhint: {failed_recovery_hint(site.name)}",
+              file=sys.stderr)
+        return ExitCode.ROLLBACK_FAILED
+    return ExitCode.OK

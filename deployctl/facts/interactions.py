@@ -91,3 +91,16 @@ def arch_gate(field: str, value: Any, version: str | None = None) -> Gate | None
         if names:
             return Gate(names, item.effect, item.source)
     return None
+
+
+@lru_cache(maxsize=1)
+def _implies() -> dict[str, tuple[str, ...]]:
+    text = resources.files("deployctl.facts").joinpath("sglang-flag-interactions.yaml").read_text()
+    data = yaml.safe_load(text).get("implies") or {}
+    return {str(k): tuple(str(f) for f in v.get("fields", ())) for k, v in data.items()}
+
+
+def implied_fields(key: str) -> tuple[str, ...]:
+    """The fields (or ``env:NAME``) whose values only mean something with ``key`` set: SGLang derives
+    them from it when unset, so a bisect applies them together with it (``implies:`` in the catalogue)."""
+    return _implies().get(key, ())

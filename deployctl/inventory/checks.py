@@ -12,12 +12,14 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from deployctl.facts.secrets import is_secret_name
 from deployctl.inventory.flags import ALIASES, KNOWN_FLAGS, RESERVED_ENV, RESERVED_FLAGS
 from deployctl.inventory.layers import deep_merge, layered
 from deployctl.inventory.marked_yaml import MarkedYaml
 from deployctl.inventory.policy import Policy
 from deployctl.inventory.problems import Problem, dotted
 from deployctl.inventory.pydantic_problems import pydantic_message, show_value
+from deployctl.inventory.schema import EnvRef
 from deployctl.units.escape import ENV_NAME, forbidden_character
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -33,6 +35,7 @@ class Checks:
         self.problems: list[Problem] = []
         # (section path) → checked flags/env mapping, for the models after validation.
         self.normalized: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.env_refs: list[tuple[Any, ...]] = []  # where a flag's value is {env: NAME}
 
     def add(self, path: tuple[Any, ...], message: str) -> None:
         self.problems.append(Problem(self.file, self.marked.line_of(path), dotted(path), message))
@@ -108,6 +111,10 @@ class Checks:
             parent = profile.get("extends")
             if isinstance(parent, str) and parent not in profiles:
                 self.add(ppath + ("extends",), f"unknown profile {parent!r} (known: {', '.join(map(str, profiles))})")
+        refs = [ref for ref in self.env_refs if ref[:2] == path]
+        if refs and not dep.get("environment_file"):
+            self.add(refs[0], "{env: NAME} is filled in from the deployment's environment_file, and it has none:"
+                              " set environment_file (a root-only file with NAME=value)")
         self._inheritance(path, profiles, _mapping(models.get(model)) if isinstance(model, str) else {})
         if isinstance(dep.get("policy"), dict):
             self._policy(path, dep["policy"], global_policy)
@@ -172,7 +179,13 @@ class Checks:
         if kind == "switch":
             return self._invalid(path, f"--{name} is a switch: expected true (pass it), false or null, got {show_value(value)}")
         if isinstance(value, dict):
-            return self._invalid(path, "expected a value, true/false, or a list of values; got a mapping")
+            if set(value) == {"env"}:
+                return self._env_ref(path, name, value["env"])
+            return self._invalid(path, "expected a value, true/false, a list of values, or {env: NAME}; got a mapping")
+        if is_secret_name(name) and not isinstance(value, list):
+            return self._invalid(path, f"--{name} holds a secret, and the inventory is not a secret store: put it in"
+                                       f" the deployment's environment_file (e.g. {_env_name(name)}=…) and write"
+                                       f" `{name}: {{env: {_env_name(name)}}}`")
         if isinstance(value, list):
             if kind is not None:
                 return self._invalid(path, f"--{name} takes a single value, got a list")
@@ -195,6 +208,16 @@ class Checks:
                 return self._invalid(path, f"expected a number, got {show_value(value)}")
             return self._in_range(path, value, known)
         return self._argument(path, value)
+
+    def _env_ref(self, path: tuple[Any, ...], name: str, var: Any) -> Any:
+        if not isinstance(var, str) or not ENV_NAME.fullmatch(var):
+            return self._invalid(path + ("env",), "not an environment variable name (letters, digits, _; not"
+                                                  " starting with a digit)")
+        known = KNOWN_FLAGS.get(name)
+        if known is not None and known.kind == "switch":
+            return self._invalid(path, f"--{name} is a switch: it takes no value")
+        self.env_refs.append(path)
+        return EnvRef(var)
 
     def _argument(self, path: tuple[Any, ...], value: Any) -> Any:
         text = self._text(path, value)
@@ -269,6 +292,10 @@ class Checks:
 
 
 _INVALID = object()
+
+
+def _env_name(flag: str) -> str:
+    return "SGLANG_" + re.sub(r"[^A-Za-z0-9]", "_", flag).upper()
 
 
 def _mapping(value: Any) -> dict[Any, Any]:

@@ -33,6 +33,7 @@ from deployctl.inventory.pydantic_problems import pydantic_problems
 from deployctl.inventory.schema import (
     DEFAULT_TEMPLATE,
     Deployment,
+    EnvRef,
     FlagValue,
     Gpus,
     Host,
@@ -43,7 +44,7 @@ from deployctl.inventory.schema import (
 )
 
 __all__ = [
-    "DEFAULT_TEMPLATE", "Deployment", "FlagValue", "Gpus", "Host", "Inventory", "InventoryInvalid", "ModelPreset",
+    "DEFAULT_TEMPLATE", "Deployment", "EnvRef", "FlagValue", "Gpus", "Host", "Inventory", "InventoryInvalid", "ModelPreset",
     "Problem", "Profile", "ResolvedProfile", "decode_inventory", "deployment_policy", "load_inventory",
     "parse_inventory", "profile_chain", "resolve_profile",
 ]

@@ -122,6 +122,13 @@ class CanaryPolicy(_Strict):
     webhook: WebhookPolicy | None = None
 
 
+class BisectPolicy(_Strict):
+    """The budget of ``deployctl bisect``: it stops (the known-good unit running) when either is spent."""
+
+    max_restarts: int = Field(default=24, ge=2, description="restarts of the unit, rollbacks included")
+    max_bench_s: float = Field(default=1800.0, gt=0, description="benchmark traffic, in seconds")
+
+
 class Policy(_Strict):
     bench: BenchPolicy = Field(default_factory=BenchPolicy)
     judge: JudgePolicy = Field(default_factory=JudgePolicy)
@@ -132,6 +139,7 @@ class Policy(_Strict):
     # the controller keeps or rolls back first. None → deployctl.promote.dead_man.bound_s (the worst case).
     dead_man_s: float | None = Field(default=None, gt=0)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    bisect: BisectPolicy = Field(default_factory=BisectPolicy)
 
     @model_validator(mode="after")
     def _canary_levels_measured(self) -> "Policy":

@@ -16,7 +16,17 @@ from deployctl.errors import InputError
 from deployctl.inventory.policy import Policy
 
 DEFAULT_TEMPLATE = "sglang.service.j2"
-FlagValue = Union[str, int, float, bool, list[str]]
+
+
+@dataclass(frozen=True)
+class EnvRef:
+    """A flag value written ``{env: NAME}``: systemd substitutes ``${NAME}`` from the deployment's
+    EnvironmentFile when it starts the unit, so a secret (``--api-key``) stays out of the unit file."""
+
+    name: str
+
+
+FlagValue = Union[str, int, float, bool, list[str], EnvRef]
 
 _UNIT = re.compile(r"[A-Za-z0-9_.:-]+\.service")
 _USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]+")

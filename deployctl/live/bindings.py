@@ -47,14 +47,12 @@ class LiveUnits:
         await self.systemd.reload()
         return str(installed.path)
 
-    async def keep(self, name: str) -> str:
-        if self.files.trial(name) is not None:
-            installed = self.files.keep(name)
-            where = str(installed.path)
-        else:  # a keep resumed after a crash may find the trial already persisted
-            where = str(self.files.unit_dir / name)
-        await self.systemd.reload()
-        return f"persisted to {where}"
+    async def keep(self, name: str, candidate_hash: str) -> str:
+        try:
+            installed = self.files.keep(name, candidate_hash)  # idempotent: a resumed keep finds it persisted
+        finally:
+            await self.systemd.reload()  # whatever it left on disk is what systemd must load
+        return f"persisted to {installed.path}"
 
     async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str:
         done = []

@@ -118,6 +118,7 @@ class LiveBench:
         main_pid, invocation_id = await self._unit()
         return await measure(url, self.policy.bench, simulated=self.site.simulated, say=self._say_once,
                              levels=levels, trials=trials, pid=main_pid, progress=self._progress,
+                             api_key=self.site.api_key(),
                              server_log=self._server_log(invocation_id) if invocation_id else None)
 
     async def _unit(self) -> tuple[int | None, str | None]:

@@ -4,13 +4,15 @@ A promote whose process died (SIGKILL, OOM, a reboot of the operator's SSH sessi
 release in the ledger, with the machine's state saved before its last action. The next deployctl command
 on that deployment, holding the deployment's lock (so the dead one is certainly not running), resumes it
 with ``machine.resume_after_crash``: nothing to do if no change had been made yet, finish a keep that
-was under way, otherwise roll back to the known-good unit and verify it. It then says what it did.
+was under way, otherwise roll back to the known-good unit and verify it. It then says what it did, and
+each verb turns that into its exit code: a recovery that ended in ROLLBACK_FAILED is exit 12 whatever the
+verb (``Recovered.failed``), and ``rollback`` still rolls back a candidate the recovery kept.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from deployctl.adapters.ledger import Ledger
@@ -24,14 +26,40 @@ from deployctl.promote.records import Release
 log = logging.getLogger("deployctl")
 
 
+@dataclass(frozen=True)
+class Recovered:
+    """What recovery did with one unfinished release."""
+
+    release_id: int
+    result: m.Result
+    line: str  # for the operator
+
+    @property
+    def failed(self) -> bool:
+        return self.result is m.Result.ROLLBACK_FAILED
+
+    @property
+    def kept(self) -> bool:
+        return self.result is m.Result.KEPT
+
+    @property
+    def rolled_back(self) -> bool:
+        return not self.failed and not self.kept and self.result is not m.Result.UNCHANGED
+
+
+def failed_recovery_hint(deployment: str) -> str:
+    return (f"the known-good unit is not serving: `deployctl status -d {deployment}` shows why; bring it back"
+            f" (`deployctl restart -d {deployment} --profile KNOWN_GOOD`, or by hand) before the next promote")
+
+
 def crash_reason(release: Release, phase: m.Phase, verb: str) -> str:
     who = f"pid {release.pid}" if release.pid else "unknown pid"
     return f"the controller ({who}) stopped during {phase.value}; recovered by `deployctl {verb}`"
 
 
 async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for: Callable[[Release], Plan],
-                  verb: str) -> list[str]:
-    """Resume every unfinished release of ``deployment``; return one line per release for the operator.
+                  verb: str) -> list[Recovered]:
+    """Resume every unfinished release of ``deployment``; say what became of each.
 
     The caller holds the deployment's lock, so an unfinished release cannot belong to a live controller.
     """
@@ -42,24 +70,37 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
         resumed = m.resume_after_crash(state, reason)
         ledger.record(release.id, state.phase.value, "note", "recovery", {"reason": reason})
         if resumed.terminal:
-            ledger.save_state(release.id, resumed.to_dict())
-            ledger.finish(release.id, result=resumed.result.value if resumed.result else "aborted",
-                          verdict=None, reasons=list(resumed.reasons))
-            said.append(f"recovered release {release.id}: {reason}; no change had been made")
+            said.append(_close(ledger, release, state, resumed, reason))
             continue
         evidence = Evidence(baseline=_stored(ledger, release.id, "baseline"),
                             candidate=_stored(ledger, release.id, "candidate"))
         runner = Runner(ledger, adapters, plan_for(release), release.id, previous_release_id=release.previous_id,
                         evidence=evidence)
         out = await runner.run(resumed)
+        result = out.state.result or m.Result.ABORTED
         if out.state.phase is m.Phase.ROLLBACK_FAILED:
-            said.append(f"recovered release {release.id}: {reason}; ROLLBACK FAILED: "
-                        + "; ".join(out.state.reasons[-2:]))
-        elif out.state.result is m.Result.KEPT:
-            said.append(f"recovered release {release.id}: {reason}; finished keeping {release.profile}")
+            line = f"{reason}; ROLLBACK FAILED: " + "; ".join(out.state.reasons[-2:])
+        elif result is m.Result.KEPT:
+            line = f"{reason}; finished keeping {release.profile} (the verdict had been PASS)"
         else:
-            said.append(f"recovered release {release.id}: {reason}; rolled back to the known-good unit and verified it")
+            line = f"{reason}; rolled back to the known-good unit and verified it"
+        said.append(Recovered(release.id, result, f"recovered release {release.id}: {line}"))
     return said
+
+
+def _close(ledger: Ledger, release: Release, saved: m.State, resumed: m.State, reason: str) -> Recovered:
+    """Close the record of a release that needs no step: untouched, or already over when its controller died."""
+    result = resumed.result or m.Result.ABORTED
+    ledger.save_state(release.id, resumed.to_dict())
+    ledger.finish(release.id, result=result.value, verdict=None, reasons=list(resumed.reasons))
+    if not saved.terminal:
+        what = "no change had been made"
+    elif result is m.Result.ROLLBACK_FAILED:
+        what = "it had already ended in ROLLBACK FAILED: " + "; ".join(saved.reasons[-2:])
+    else:
+        what = f"it had already ended ({result.value}); only its record was left open"
+    return Recovered(release.id, m.Result.UNCHANGED if not saved.terminal else result,
+                     f"recovered release {release.id}: {reason}; {what}")
 
 
 def _stored(ledger: Ledger, release_id: int, role: str) -> BenchResult | None:

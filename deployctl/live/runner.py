@@ -9,17 +9,24 @@ controller killed at any point leaves enough for ``deployctl.live.recovery`` to 
 
 An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
 the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
+
+A ledger that stops taking writes (disk full, I/O error, damaged, locked too long) ends the machine: the
+intent of the next step cannot be recorded, so no further step may run. If the host was touched, the
+runner rolls back without the ledger (remove the trial, reload, restart: no disk space needed) and exits
+12 naming the ledger's fault; the release stays unfinished, so the next command closes its record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping, Sequence
+import os
+import signal
+from typing import Any, Mapping, NoReturn, Sequence
 
-from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.bench.result import BenchResult
-from deployctl.errors import DeployctlError
+from deployctl.errors import DeployctlError, RollbackFailed
 from deployctl.judge.noise import baseline_trials, learn_history
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.reuse import (
@@ -61,6 +68,7 @@ class Runner:
         abort: asyncio.Event | None = None,
         baseline_max_age_s: float = 3600.0,
         evidence: Evidence | None = None,
+        crash_after: m.Phase | None = None,
     ) -> None:
         self.ledger = ledger
         self.a = adapters
@@ -71,6 +79,10 @@ class Runner:
         self.abort_reason = "aborted by the operator"
         self.baseline_max_age_s = baseline_max_age_s
         self.evidence = evidence or Evidence()
+        self._last: m.State | None = None  # the state whose step is under way, for a rollback without the ledger
+        # Fault injection for the crash tests (``DEPLOYCTL_CRASH_AFTER``): SIGKILL itself once this phase's
+        # action is done and before its outcome is recorded, the worst moment for recovery.
+        self.crash_after = crash_after
 
     def request_abort(self, reason: str) -> None:
         self.abort_reason = reason
@@ -78,23 +90,57 @@ class Runner:
 
     async def run(self, state: m.State) -> PromoteOutcome:
         started = self.a.clock()
+        try:
+            state = await self._steps(state)
+        except LedgerError as exc:
+            await self._back_without_ledger(state if self._last is None else self._last, exc)
+        return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
+
+    async def _steps(self, state: m.State) -> m.State:
         while (action := m.next_action(state)) is not None:
+            self._last = state
             self.ledger.save_state(self.release_id, state.to_dict())
             self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
             self.a.progress.step(state.phase, describe_action(action, self.plan))
             t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
+            if state.phase is self.crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
             # Per phase, the controller's own share: the phase's time less startup waits and traffic in it.
             own = (self.a.clock() - t0) - (self.evidence.outside_s - outside0)
             self.evidence.add_time(f"own:{state.phase.value}", own)
             self.ledger.record(self.release_id, state.phase.value, "outcome", type(outcome).__name__, _detail(outcome))
             state = m.advance(state, outcome)
+            self._last = state
         self.ledger.save_state(self.release_id, state.to_dict())
         self._record_bench_time(state)
         self._finish(state)
         if self.a.guard is not None:  # kept or rolled back: nothing left for the switch to do
             await self.a.guard.disarm()
-        return PromoteOutcome(self.release_id, state, self.plan, self.evidence, self.a.clock() - started)
+        return state
+
+    async def _back_without_ledger(self, state: m.State, exc: LedgerError) -> NoReturn:
+        """The ledger failed in ``state``: put the known-good unit back if the host was touched, then stop.
+
+        The dead-man's switch stays armed: when it fires, ``deployctl recover`` closes the release's record."""
+        if state.terminal or not state.touched:
+            raise exc  # nothing of the candidate runs (or the outcome is final): exit 5, the hint says what to fix
+        log.error("the ledger failed during %s: %s; rolling back without it", state.phase.value, exc.message)
+        self.a.progress.step(m.Phase.ROLLBACK, "rolling back without the ledger: " + exc.message)
+        try:
+            where = await self.a.units.restore(self.plan.unit_name, self.plan.known_good_text,
+                                               self.plan.known_good_hash)
+            outcome = await self._start(fresh=True)
+            back = (f"rolled back to the known-good unit ({where}; ready in {outcome.wait_s:.1f} s)" if outcome.ready
+                    else f"the known-good unit did not come back ({outcome.kind}): {outcome.message}")
+        except DeployctlError as err:
+            back = f"the rollback failed too: {err.message}"
+        raise RollbackFailed(
+            f"the ledger failed during {state.phase.value} ({exc.message}); {back}; release {self.release_id}"
+            " could not be recorded",
+            hint=f"{exc.hint}; then any deployctl command on this deployment (e.g. `deployctl status`) closes the"
+                 " release's record",
+        ) from exc
 
     def _record_bench_time(self, state: m.State) -> None:
         """The benchmark seconds and what reuse saved, as a note the ledger keeps (``deployctl show``)."""
@@ -136,6 +182,8 @@ class Runner:
         handler = getattr(self, "_do_" + type(action).__name__)
         try:
             return await handler(action)
+        except LedgerError:
+            raise  # the record of this step is lost: no further step may run (``run`` rolls back)
         except DeployctlError as exc:
             reason = exc.message + (f" ({exc.hint})" if exc.hint else "")
             log.warning("%s failed: %s", type(action).__name__, reason)
@@ -287,7 +335,7 @@ class Runner:
         return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
 
     async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
-        where = await self.a.units.keep(self.plan.unit_name)
+        where = await self.a.units.keep(self.plan.unit_name, self.plan.candidate_hash)
         self.ledger.mark_live(self.release_id)
         return m.Succeeded((f"kept {self.plan.profile}: {where}",))
 

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from deployctl.adapters.envfile import environment_value
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
+    EnvRef,
     Deployment,
     Host,
     Inventory,
+    Profile,
     deployment_policy,
     resolve_profile,
 )
@@ -73,6 +76,15 @@ class Site:
     def unit_files(self) -> UnitFiles:
         return self.endpoint.unit_files()
 
+    def api_key(self) -> str | None:
+        """The key the server wants from its HTTP clients: ``--api-key {env: NAME}`` in any of the
+        deployment's profiles, read from its EnvironmentFile (never from the inventory or the unit)."""
+        names = [ref.name for p in self.deployment.profiles.values()
+                 if isinstance(ref := p.flags.get("api-key"), EnvRef)]
+        if not names or not self.deployment.environment_file:
+            return None
+        return environment_value(self.deployment.environment_file, names[0])
+
     def lock(self) -> DeploymentLock:
         """The lock of this deployment's unit: one per unit on the host, whatever the state directory."""
         return self.endpoint.lock(self.unit, self.name)
@@ -110,6 +122,13 @@ class Site:
         lines, diff = self._profile_diff(known.profile if known else None, profile, installed=known is not None)
         return self.plan_for(profile, rendered.text, known.text if known else None, flags=resolved.flags,
                              env=resolved.env, profile_diff=lines, profile_diff_data=diff)
+
+    def with_profile(self, name: str, profile: Profile) -> "Site":
+        """This site with one profile more than the inventory file has (a bisect's intermediate profile,
+        written as the live profile plus some changes): it renders, plans and diffs like any other."""
+        dep = self.deployment.model_copy(update={"profiles": {**self.deployment.profiles, name: profile}})
+        inv = self.inv.model_copy(update={"deployments": {**self.inv.deployments, self.name: dep}})
+        return replace(self, inv=inv, deployment=dep)
 
     def refuse_leftover_trial(self) -> None:
         """``InputError`` when a trial is installed: the caller holds the lock, so its promote is unfinished."""

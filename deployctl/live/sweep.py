@@ -82,13 +82,14 @@ async def run_sweep(
     server_log: ServerLog | None = None,
     telemetry: TelemetryWindow | None = None,
     stop: asyncio.Event | None = None,
+    api_key: str | None = None,
 ) -> BenchResult:
     """Measure every level × trial; never raises for a failed request (failures are data).
 
     ``server_log(start, end)`` returns the server's log lines in that epoch window (to spot
     retractions); ``telemetry(start, end)`` a per-trial GPU/process summary. Both optional."""
     stop = stop or asyncio.Event()
-    async with ControlClient(url) as control:
+    async with ControlClient(url, api_key=api_key) as control:
         info = await control.server_info() or {}
         model_info = await control.model_info() or {}
         model_ids = await control.model_ids()
@@ -104,7 +105,7 @@ async def run_sweep(
     plan = plan_sweep(policy, workload, levels=levels, trials=trials, duration_s=duration_s, request_rate=request_rate)
     started_at = time.time()
     results: list[TrialResult] = []
-    async with LoadClient(url, timeout_s=policy.request_timeout_s) as client:
+    async with LoadClient(url, timeout_s=policy.request_timeout_s, api_key=api_key) as client:
         if plan.warmup and not stop.is_set():
             await _warm_up(client, plan.warmup, stop, progress)
         for level in plan.levels:

@@ -199,7 +199,7 @@ def _judge(state: State, outcome: Outcome) -> State:
     assert isinstance(outcome, Judged)
     verdict = outcome.outcome
     if verdict is Verdict.PASS:
-        return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + outcome.reasons)
+        return _pass(state, outcome.reasons)
     if verdict in (Verdict.FAIL, Verdict.INVALID):
         return _reject(state, outcome.reasons)
     if verdict is not Verdict.INCONCLUSIVE:
@@ -208,9 +208,14 @@ def _judge(state: State, outcome: Outcome) -> State:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
     budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
     if state.limits.keep_when_inconclusive:
-        reasons = outcome.reasons + (f"{budget}; the policy keeps the candidate",)
-        return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + reasons)
+        return _pass(state, outcome.reasons + (f"{budget}; the policy keeps the candidate",))
     return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+
+
+def _pass(state: State, reasons: tuple[str, ...]) -> State:
+    if not state.limits.keep:
+        return _rollback(state, Result.PASSED, reasons + ("a bisect trial: passed, not kept",))
+    return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + reasons)
 
 
 def _keep(state: State, outcome: Outcome) -> State:

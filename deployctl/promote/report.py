@@ -21,6 +21,7 @@ from deployctl.promote.records import Release
 
 HEADLINE = {
     m.Result.KEPT: "KEPT: the candidate is live",
+    m.Result.PASSED: "PASSED (a bisect trial): judged, then rolled back to the known-good configuration",
     m.Result.UNCHANGED: "UNCHANGED: the candidate is what is installed already",
     m.Result.REJECTED: "REJECTED: rolled back to the known-good configuration",
     m.Result.INCONCLUSIVE: "INCONCLUSIVE: the baseline was kept",

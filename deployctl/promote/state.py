@@ -35,6 +35,7 @@ _TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, 
 
 class Result(str, Enum):
     KEPT = "kept"
+    PASSED = "passed"  # a bisect trial that passed: judged, never kept, rolled back
     UNCHANGED = "unchanged"
     REJECTED = "rejected"
     INCONCLUSIVE = "inconclusive"
@@ -49,6 +50,7 @@ class Result(str, Enum):
 
 _EXIT = {
     Result.KEPT: ExitCode.OK,
+    Result.PASSED: ExitCode.OK,
     Result.UNCHANGED: ExitCode.OK,
     Result.REJECTED: ExitCode.REJECTED,
     Result.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
@@ -69,6 +71,8 @@ class Limits:
     # False for a rollback to an earlier release: no baseline, gates, benchmark or judge — install,
     # restart, keep if it comes up, else restore what was live.
     evaluate: bool = True
+    # False for a bisect's intermediate profile: judged like a candidate, then always rolled back.
+    keep: bool = True
 
 
 @dataclass(frozen=True)

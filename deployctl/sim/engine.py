@@ -55,6 +55,9 @@ class Engine:
         self._reserved = 0     # KV tokens the running requests will need at their full length
         self.log = log
         self._busy_clock = 0.0
+        # Simulated seconds spent stepping (the model's time, before SGLANG_SIM_TIME_SCALE): tokens over it
+        # are what the model serves, whatever a loaded host does to the wall clock.
+        self.simulated_s = 0.0
         self._drift = 1.0
         self._drift_until = 0.0
         self.prompt_tokens_total = 0
@@ -119,6 +122,7 @@ class Engine:
                 dt = self.perf.decode_step_s(len(self.running))
             dt /= self._drift_factor(dt)
             vt += dt
+            self.simulated_s += dt
             delay = t0 + vt / self.time_scale - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)

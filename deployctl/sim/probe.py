@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,10 +27,18 @@ class LevelResult:
     output_tokens: int
     wall_s: float
     chunks: int
+    simulated_s: float = 0.0    # the engine's own clock over the level (model seconds, not time-scaled)
+    engine_tokens: int = 0      # tokens the engine generated over the level
 
     @property
     def agg_tok_s(self) -> float:
         return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def model_tok_s(self) -> float:
+        """Aggregate tok/s on the simulator's virtual clock: the model's throughput, unscaled, which a
+        loaded host cannot bend (it only makes the wall clock, ``agg_tok_s``, slower)."""
+        return self.engine_tokens / self.simulated_s if self.simulated_s > 0 else 0.0
 
 
 async def run_level(base_url: str, concurrency: int, requests: int, input_tokens: int = 1000,
@@ -62,11 +71,19 @@ async def run_level(base_url: str, concurrency: int, requests: int, input_tokens
                     if b'"choices":[]' in raw:
                         totals["tokens"] += json.loads(raw[6:])["usage"]["completion_tokens"]
 
+    async def clock(session: aiohttp.ClientSession) -> tuple[float, int]:
+        async with session.get(f"{base_url}/sim/telemetry") as resp:
+            engine = (await resp.json())["engine"]
+        return engine["simulated_s"], engine["generation_tokens"]
+
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        sim_start, tokens_start = await clock(session)
         start = time.perf_counter()
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         wall = time.perf_counter() - start
-    return LevelResult(concurrency, requests, totals["tokens"], wall, totals["chunks"])
+        sim_end, tokens_end = await clock(session)
+    return LevelResult(concurrency, requests, totals["tokens"], wall, totals["chunks"],
+                       sim_end - sim_start, tokens_end - tokens_start)
 
 
 @dataclass
@@ -101,6 +118,22 @@ class SimHandle:
 
 
 def free_port() -> int:
+    """A port free now, below the kernel's ephemeral range. ``bind(0)`` would pick one inside that range,
+    where any outgoing connection on a busy host (a load client's source port) may take it before the
+    server binds it, and the server then fails with "address already in use" once in a while."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(max(1024, low - 16384), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -157,7 +157,8 @@ def build_app(state: ServerState) -> web.Application:
                          "power_limit_w": host.gpu.power_limit_w,
                          "sm_util_pct": round(100 * busy if active else 0.0, 1),
                          "mem_used_gb": round(used, 2), "mem_total_gb": host.gpu.total_gib})
-        return web.json_response({"simulated": True, "gpus": gpus})
+        clock = {"simulated_s": engine.simulated_s, "generation_tokens": engine.generation_tokens_total}
+        return web.json_response({"simulated": True, "gpus": gpus, "engine": clock})
 
     def _finish_hook() -> None:
         state.completed += 1

@@ -70,6 +70,9 @@ def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: 
     factor = (math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else 1.0) * flag_factor
     factor *= float(env.get("SGLANG_SIM_THROUGHPUT_FACTOR", "1") or 1)
     power = 1.0
+    pair = w["effects"]["synthetic_interaction"]
+    if all(env.get(name, "0") == "1" for name in pair["env"]):
+        factor *= pair["throughput"]
     if env.get("SGLANG_SIM_FORCE_AR_FUSION", "0") == "1":
         factor *= w["effects"]["force_ar_fusion"]["throughput"]
         power *= w["effects"]["force_ar_fusion"]["power"]

@@ -9,6 +9,8 @@ systemd.service(5):
 - ``ExecStart=``: each argument is left bare when it is plainly safe, else double-quoted with ``\\``
   and ``"`` backslash-escaped (systemd C-unescapes inside quotes); ``$`` → ``$$`` always, because
   systemd expands ``$VAR``/``${VAR}`` in command lines; a lone ``;`` is refused (it separates commands);
+- ``${NAME}`` in ``ExecStart=`` only where the inventory asked for it, ``{env: NAME}`` (``EnvArg``):
+  systemd fills it in from the EnvironmentFile, so a secret reaches the process without being in the unit;
 - ``Environment=``: one ``"KEY=value"`` per variable, quoted and escaped the same way (no ``$``
   expansion happens there, so ``$`` stays as is).
 """
@@ -52,11 +54,27 @@ def _quote(value: str) -> str:
 
 def exec_arg(value: str) -> str:
     """One ``ExecStart=`` argument in systemd syntax (bare when safe, else double-quoted)."""
+    if isinstance(value, EnvArg):
+        return str(value)  # ${NAME}, unescaped: the one place systemd is meant to expand
     _require_clean(value)
     if value == ";":
         raise ValueError("a lone ';' would split the command line in ExecStart=")
     escaped = escape_specifiers(value).replace("$", "$$")
     return escaped if _BARE_ARG.fullmatch(value) else _quote(escaped)
+
+
+class EnvArg(str):
+    """A command-line argument that is systemd's ``${NAME}``: the value of ``NAME`` from the unit's
+    environment (its EnvironmentFile), substituted by systemd as one argument."""
+
+    name: str
+
+    def __new__(cls, name: str) -> "EnvArg":
+        if not ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
+        arg = super().__new__(cls, "${" + name + "}")
+        arg.name = name
+        return arg
 
 
 def environment_assignment(name: str, value: str) -> str:

@@ -20,6 +20,7 @@ import jinja2
 from deployctl.errors import InputError
 from deployctl.inventory.model import (
     Deployment,
+    EnvRef,
     FlagValue,
     Host,
     Inventory,
@@ -27,6 +28,7 @@ from deployctl.inventory.model import (
     resolve_profile,
 )
 from deployctl.units.escape import (
+    EnvArg,
     environment_assignment,
     exec_arg,
     forbidden_character,
@@ -121,6 +123,8 @@ def flag_arguments(flags: dict[str, FlagValue]) -> list[str]:
         args.append(f"--{name}")
         if isinstance(value, list):
             args.extend(str(item) for item in value)
+        elif isinstance(value, EnvRef):
+            args.append(EnvArg(value.name))
         elif value is not True:
             args.append(str(value))
     return args

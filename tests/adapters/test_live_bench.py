@@ -63,7 +63,7 @@ async def test_each_trial_carries_simulated_telemetry_and_a_retraction_invalidat
     url = await serve(server)
     journal = FakeJournal(server, retract_at_request=2)  # the first request of the second trial
     policy = Policy(bench=small_policy(concurrency=[2], requests_per_level=2, warmup_requests=0))
-    site = SimpleNamespace(policy=policy, simulated=True, unit="sglang-x.service",
+    site = SimpleNamespace(policy=policy, simulated=True, unit="sglang-x.service", api_key=lambda: None,
                            endpoint=SimpleNamespace(journal=lambda: journal))
     said: list[str] = []
     result = await LiveBench(site, FakeSystemd(), said.append).sweep(url, None, 2)

@@ -86,3 +86,16 @@ def test_status_reads_the_live_release_without_creating_a_ledger(site):
     assert release.id == rid and line.startswith(f"live release {rid}: baseline (adopted ") and "differs" not in line
     site.unit_files().install(baseline.name, baseline.text + "# edited\n", adopt=True)
     assert read_live_release(site)[1].endswith("the installed unit differs from it (edited by hand?)")
+
+
+def test_a_profile_that_is_not_in_the_inventory_plans_like_one(site):
+    from deployctl.inventory.model import Profile
+
+    baseline = site.render("baseline")
+    site.unit_files().install(baseline.name, baseline.text, adopt=True)
+    extra = site.with_profile("candidate-bisect-1", Profile(extends="baseline", flags={"enable-metrics": True,
+                                                                                       "disable-radix-cache": None}))
+    plan = extra.plan("candidate-bisect-1")
+    assert "  + --enable-metrics" in plan.profile_diff and "  - --disable-radix-cache" in plan.profile_diff
+    assert "--enable-metrics" in plan.candidate_text and "--disable-radix-cache" not in plan.candidate_text
+    assert "candidate-bisect-1" not in site.deployment.profiles  # the inventory itself is untouched

@@ -120,3 +120,32 @@ def test_unwritable_directory_says_root_is_needed(tmp_path: Path) -> None:
     files = UnitFiles(blocker / "etc", tmp_path / "run", None)
     with pytest.raises(SystemdError):
         files.install(NAME, unit("baseline"))
+
+
+def test_a_keep_rerun_after_a_crash_keeps_the_known_good_backup(files: UnitFiles) -> None:
+    files.install(NAME, unit("baseline"))
+    files.install_trial(NAME, unit("candidate"))
+    planned = unit_hash(unit("candidate"))
+    # The first keep wrote /etc and died before removing the trial: the re-run must not back up the candidate.
+    files.install(NAME, unit("candidate"), adopt=True)
+    files.keep(NAME, planned)
+    assert files.previous(NAME) == unit("baseline")
+    assert files.trial(NAME) is None and files.known_good(NAME).profile == "candidate"  # type: ignore[union-attr]
+    # And once more with the trial gone: the candidate is persisted, so that is a finished keep.
+    assert files.keep(NAME, planned).path == files.unit_dir / NAME
+    assert files.previous(NAME) == unit("baseline")
+
+
+def test_a_keep_whose_trial_vanished_refuses_while_the_known_good_is_installed(files: UnitFiles) -> None:
+    files.install(NAME, unit("baseline"))
+    with pytest.raises(SystemdError, match="not the candidate"):
+        files.keep(NAME, unit_hash(unit("candidate")))
+    assert files.known_good(NAME).profile == "baseline"  # type: ignore[union-attr]
+
+
+def test_a_keep_refuses_a_trial_that_is_not_the_planned_candidate(files: UnitFiles) -> None:
+    files.install(NAME, unit("baseline"))
+    files.install_trial(NAME, unit("candidate") + "# edited by hand\n")
+    with pytest.raises(SystemdError, match="not the planned candidate"):
+        files.keep(NAME, unit_hash(unit("candidate")))
+    assert files.known_good(NAME).profile == "baseline"  # type: ignore[union-attr]

@@ -23,7 +23,8 @@ LOG = str(DATA / "logs" / "01-qwen35-122b-tp4-mtp-baseline-v0.5.10.log")
 VERBS = sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
                if not m.name.startswith("_") and m.name != "options" and m.name != "output")
 # The verbs that name a deployment, and how (the alias column: the first positional also works).
-DEPLOYMENT_VERBS = {"abort", "attach", "recover", "bench", "canary", "check", "diff", "history", "promote", "render", "restart", "rollback",
+DEPLOYMENT_VERBS = {"abort", "attach", "recover", "bench", "bisect", "canary", "check", "diff", "history", "promote", "render",
+                    "restart", "rollback",
                     "startup-diff", "startup-report", "status"}
 
 
@@ -93,6 +94,7 @@ JSON_CASES: dict[str, tuple[list[str], int]] = {
     "status": (["glm5"], ExitCode.ENVIRONMENT),
     "restart": (["glm5", "--profile", "baseline"], ExitCode.ENVIRONMENT),
     "promote": (["candidate", "-d", "glm5", "--skip-preflight"], ExitCode.ENVIRONMENT),
+    "bisect": (["candidate", "-d", "glm5", "--skip-preflight"], ExitCode.ENVIRONMENT),
     "rollback": (["-d", "glm5"], ExitCode.ENVIRONMENT),
     "abort": (["glm5"], ExitCode.OK),
     "demo": ([], ExitCode.ENVIRONMENT),  # not root (below)

@@ -7,7 +7,6 @@ output, so a rare hang on a loaded machine says where it was instead of only tha
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from deployctl.live.sandbox import Sandbox
+from deployctl.sim.probe import free_port
+
+__all__ = ["free_port", "run_deployctl"]
 
 LIMIT_S = 60
 _BOOT = (
@@ -33,8 +35,3 @@ def run_deployctl(sandbox: Sandbox, inventory: Path, *args: str) -> subprocess.C
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
         pytest.fail(f"deployctl {' '.join(args)} hung for {LIMIT_S} s; its output so far:\n{out}\n{err}")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

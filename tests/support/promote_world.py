@@ -47,6 +47,7 @@ class Cli:
 
     def __init__(self, box: Sandbox, inventory: Path, state_dir: Path) -> None:
         self.box, self.inventory, self.state_dir = box, inventory, state_dir
+        self.started: list[subprocess.Popen[str]] = []
 
     def argv(self, *args: str) -> list[str]:
         return self.box.nsenter([sys.executable, "-m", "deployctl", *args])
@@ -59,11 +60,33 @@ class Cli:
         return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        """The verb in the background; its output goes to a file beside the state dir (a pipe nobody reads
+        could fill and stall it). ``stop_started`` ends what a failed test left running."""
+        log = self.state_dir.parent / f"started-{len(self.started)}.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
+                                    stdout=out, stderr=subprocess.STDOUT)
+        self.started.append(proc)
+        return proc
 
-    def json(self, *args: str) -> Any:
+    def stop_started(self, deployments: list[str]) -> None:
+        """Abort, as an operator would, any promote a test started and left running (it failed midway),
+        so the next test finds no lock held and no trial installed."""
+        if all(proc.poll() is not None for proc in self.started):
+            return
+        for name in deployments:
+            self("abort", "-d", name)
+        for proc in self.started:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def json(self, *args: str, expect: int = 0) -> Any:
+        """The verb's --json document, once its exit code is ``expect``."""
         done = self(*args, "--json")
+        assert done.returncode == expect, f"exit {done.returncode}, expected {expect}\n{done.stdout}{done.stderr}"
         return json.loads(done.stdout)
 
 
@@ -74,3 +97,10 @@ def healthy(port: int) -> bool:
             return resp.status == 200
     except OSError:
         return False
+
+
+def installed_profile(box: Sandbox, unit: str) -> str:
+    """The profile of the unit in /etc (asserting no trial is left in /run)."""
+    text = (box.unit_dir / unit).read_text()
+    assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
+    return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))

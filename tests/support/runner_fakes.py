@@ -36,7 +36,7 @@ class FakeUnits:
             raise self.install_error
         return f"/run/systemd/system.control/{name}"
 
-    async def keep(self, name: str) -> str:
+    async def keep(self, name: str, candidate_hash: str) -> str:
         self.calls.append("keep")
         return f"/etc/systemd/system/{name}"
 

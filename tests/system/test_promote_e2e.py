@@ -2,7 +2,9 @@
 
 The inventory is inventory/demo.yaml with free ports, a time-scaled simulator (SGLANG_SIM_SPEED /
 SGLANG_SIM_TIME_SCALE) and a tiny sweep, so the whole file stays well under five minutes on two cores.
-The tests share one ledger and run in file order: the first three are the history the fourth reads.
+The sandbox and the two deployments are shared by the module (booting them is the slow part), but every
+test starts from its own empty ledger with both deployments serving their baseline: any test runs alone,
+in any order.
 """
 
 from __future__ import annotations
@@ -22,17 +24,28 @@ from deployctl.live.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 
+
 @pytest.fixture(scope="module")
-def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, dict[str, Any]]]:
+def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("promote-e2e")
     data = make_inventory(root / "inventory.yaml")
-    cli = Cli(sandbox, root / "inventory.yaml", root / "state")
-    for name in ("glm5-sim", "qwen35-sim"):
-        done = cli("restart", name, "--profile", "baseline")
-        assert done.returncode == 0, done.stdout + done.stderr
-    yield cli, data
+    yield sandbox, root / "inventory.yaml", data
     for dep in data["deployments"].values():
         sandbox.run(["systemctl", "stop", dep["unit"]])
+
+
+@pytest.fixture
+def world(site: tuple[Sandbox, Path, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Cli, dict[str, Any]]]:
+    """A fresh ledger, and both deployments' baseline installed and healthy (restarted only where it is not)."""
+    box, inventory, data = site
+    cli = Cli(box, inventory, tmp_path / "state")
+    for name, dep in data["deployments"].items():
+        installed = box.unit_dir / dep["unit"]
+        if not installed.exists() or _installed_profile(box, dep["unit"]) != "baseline" or not _healthy(dep["port"]):
+            done = cli("restart", name, "--profile", "baseline")
+            assert done.returncode == 0, done.stdout + done.stderr
+    yield cli, data
+    cli.stop_started(list(data["deployments"]))
 
 
 def _installed_profile(box: Sandbox, unit: str) -> str:
@@ -49,11 +62,17 @@ def _ledger_phase(cli: Cli) -> tuple[int, str | None, bool] | None:
         return None
     con = sqlite3.connect(db, timeout=5)
     try:
-        row = con.execute("SELECT id, phase, finished_at IS NOT NULL FROM releases WHERE kind='promote'"
-                          " ORDER BY id DESC LIMIT 1").fetchone()
+        return con.execute("SELECT id, phase, finished_at IS NOT NULL FROM releases WHERE kind='promote'"
+                           " ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.OperationalError:
+        return None  # the promote has created the file but not yet its tables
     finally:
         con.close()
-    return row
+
+
+def _promotes(cli: Cli) -> list[tuple[str, str]]:
+    """(profile, result) of this test's promotes, newest first."""
+    return [(r["profile"], r["result"]) for r in cli.json("history") if r["kind"] == "promote"]
 
 
 def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
@@ -78,17 +97,19 @@ def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
     dep = data["deployments"]["qwen35-sim"]
     assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
+    assert _promotes(cli) == [("candidate", "rejected")]
 
 
 def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
     cli, data = world
-    out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim")
-    assert out["exit_code"] == ExitCode.REJECTED and out["verdict"] == "FAIL", out
-    worst = min(level["change_pct"] for level in out["levels"])
-    assert worst < -70, out["levels"]
+    out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", expect=ExitCode.REJECTED)
+    assert out["verdict"] == "FAIL", out
+    # the forced fusion costs 87 % at every concurrency (sim world.yaml), not only at its worst one
+    assert len(out["levels"]) == 2 and all(-93 <= level["change_pct"] <= -80 for level in out["levels"]), out["levels"]
     assert any("rolled back" in d for d in out["done"])
     assert not out["drift"]
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
+    assert _promotes(cli) == [("candidate-forced-fusion", "rejected")]
 
 
 def test_neutral_candidate_passes_and_is_kept(world):
@@ -97,20 +118,16 @@ def test_neutral_candidate_passes_and_is_kept(world):
     assert done.returncode == ExitCode.OK, done.stdout + done.stderr
     assert "KEPT: the candidate is live" in done.stdout
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
-
-
-def test_history_shows_all_three(world):
-    cli, _ = world
     releases = cli.json("history")
-    promotes = [(r["profile"], r["result"]) for r in releases if r["kind"] == "promote"]
-    assert promotes[:3] == [("neutral", "kept"), ("candidate-forced-fusion", "rejected"), ("candidate", "rejected")]
+    assert _promotes(cli) == [("neutral", "kept")]
     live = [r for r in releases if r["live"] and r["deployment"] == "glm5-sim"]
     assert live[0]["profile"] == "neutral"
     # one unit hash: the stamp in the file, `status` and `history` name the installed unit alike
     status = cli.json("status", "glm5-sim")
     assert status["unit_intact"] and status["unit_hash"] == live[0]["unit_hash"]
     assert "differs from it" not in status["live_release_line"]
-    shown = cli("show", str(releases[0]["id"]))
+    shown = cli("show", str(live[0]["id"]))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
     header = next(line for line in shown.stdout.splitlines() if "baseline tok/s" in line)
     assert [c.strip() for c in header.split("|")] == ["C", "baseline tok/s", "candidate tok/s", "change", "verdict"]
     # every promote benchmark samples the simulator's GPU telemetry, shown per level
@@ -123,7 +140,8 @@ def test_unknown_flag_fails_at_startup_and_rolls_back_with_the_servers_reason(wo
     done = cli("promote", "bad-flag", "-d", "glm5-sim", "--skip-preflight")
     assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
     assert "unrecognized arguments: --enable-warp-drive" in done.stdout
-    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
+    assert _promotes(cli) == [("bad-flag", "rejected")]
 
 
 def test_preflight_refuses_an_unknown_flag_before_touching_anything(world):
@@ -131,7 +149,7 @@ def test_preflight_refuses_an_unknown_flag_before_touching_anything(world):
     done = cli("promote", "bad-flag", "-d", "glm5-sim")
     assert done.returncode == ExitCode.PREFLIGHT_REFUSED, done.stdout + done.stderr
     assert "--enable-warp-drive" in done.stdout and "REFUSED: nothing was changed" in done.stdout
-    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "neutral"
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
 
 
 def test_startup_hang_times_out_and_rolls_back(world):
@@ -139,6 +157,7 @@ def test_startup_hang_times_out_and_rolls_back(world):
     done = cli("promote", "hangs", "-d", "glm5-sim")
     assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
     assert "(timeout)" in done.stdout and "not ready after" in done.stdout
+    assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
     assert _healthy(data["deployments"]["glm5-sim"]["port"])
 
 
@@ -159,8 +178,8 @@ def test_controller_killed_during_bench_is_recovered_by_the_next_command(world):
     assert done.returncode == 0, done.stdout + done.stderr
     said = done.stdout + done.stderr
     assert f"recovered release {row[0]}" in said and "stopped during BENCH" in said and "rolled back" in said
-    assert "live release" in done.stdout and ": neutral (" in done.stdout and "trial:" not in done.stdout
-    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    assert "live release" in done.stdout and ": baseline (" in done.stdout and "trial:" not in done.stdout
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
     assert cli.json("show", str(row[0]))["result"] == "aborted"
     assert cli.json("status", "glm5-sim")["recovered"] == []
@@ -179,11 +198,12 @@ def test_second_promote_is_busy_at_once(world):
     while not lock.exists() or not lock.read_text():
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.02)
-    started = time.monotonic()
     second = cli("promote", "candidate", "-d", "qwen35-sim")
     assert second.returncode == ExitCode.BUSY, second.stdout + second.stderr
     assert "busy" in second.stderr and "deployctl abort -d qwen35-sim" in second.stderr
-    assert time.monotonic() - started < 5
+    # "at once": it answered while the first still held the lock (it did not wait for it); an order,
+    # not a stopwatch, so a loaded machine cannot fail it
+    assert first.poll() is None, "the second promote waited for the first to finish"
     assert first.wait(timeout=120) == ExitCode.REJECTED
 
 
@@ -204,19 +224,24 @@ def test_abort_stops_a_running_promote_and_rolls_back(world):
     assert "aborted" in done.stdout
     shown = cli.json("show", str(row[0]))
     assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
-    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
 
 
 def test_rollback_goes_back_to_what_the_live_release_replaced_and_to_a_chosen_release(world):
     cli, data = world
     dep = data["deployments"]["glm5-sim"]
-    kept = next(r for r in cli.json("history", "-d", "glm5-sim") if r["result"] == "kept")
-    done = cli("rollback", "-d", "glm5-sim")
-    assert done.returncode == 0, done.stdout + done.stderr
+    # Its own history, without a benchmark: a refused promote records the installed baseline (adopted), then
+    # `neutral` is installed by hand; the rollback to the baseline adopts that in turn and replaces it.
+    assert cli("promote", "bad-flag", "-d", "glm5-sim").returncode == ExitCode.PREFLIGHT_REFUSED
+    adopted = next(r for r in cli.json("history", "-d", "glm5-sim") if r["kind"] == "adopted")
+    assert adopted["profile"] == "baseline"
+    assert cli("restart", "glm5-sim", "--profile", "neutral").returncode == 0
+    to_baseline = cli.json("rollback", "-d", "glm5-sim", "--to", str(adopted["id"]))
+    assert to_baseline["result"] == "kept"
     assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
-    back = cli.json("rollback", "-d", "glm5-sim", "--to", str(kept["id"]))
-    assert back["result"] == "kept" and back["exit_code"] == 0
-    assert _installed_profile(cli.box, dep["unit"]) == "neutral"
+    back = cli.json("rollback", "-d", "glm5-sim")
+    assert back["result"] == "kept"
+    assert _installed_profile(cli.box, dep["unit"]) == "neutral" and _healthy(dep["port"])
     live = [r for r in cli.json("history", "-d", "glm5-sim") if r["live"]]
-    assert live[0]["kind"] == "rollback" and live[0]["unit_hash"] == kept["unit_hash"]
+    assert live[0]["kind"] == "rollback" and live[0]["profile"] == "neutral"

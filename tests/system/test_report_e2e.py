@@ -77,8 +77,8 @@ def promoted(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory):
     try:
         done = cli("restart", "glm5-sim", "--profile", "baseline")
         assert done.returncode == 0, done.stdout + done.stderr
-        out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim")
-        assert out["exit_code"] == ExitCode.REJECTED and out["verdict"] == "FAIL", out
+        out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", expect=ExitCode.REJECTED)
+        assert out["verdict"] == "FAIL", out
         yield cli, out["release"], root
     finally:
         sandbox.run(["systemctl", "stop", unit])

@@ -41,6 +41,13 @@ def test_pass_keeps_the_candidate():
     assert m.next_action(state) is None
 
 
+def test_a_bisect_trial_that_passes_is_rolled_back_not_kept():
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS, ("within noise",)), OK, m.Verified(True)],
+                           limits=m.Limits(keep=False))
+    assert state.phase is m.Phase.DONE and state.result is m.Result.PASSED and state.exit_code == ExitCode.OK
+    assert "KeepCandidate" not in actions and actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
+
+
 def test_judge_fail_rolls_back_and_verifies():
     state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE

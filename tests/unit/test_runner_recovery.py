@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from support.promote import bench, memory_ledger, plan
-from support.runner_fakes import FakeBench, adapters
+from support.runner_fakes import FakeBench, FakeUnits, adapters
 
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.promote import machine as m
+from deployctl.promote.evidence import StartOutcome
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ async def test_death_during_bench_is_rolled_back_and_said(ledger):
     a = adapters(bench_=FakeBench([bench({1: 119.0})]))
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
     assert a.units.calls == ["restore", "restart"]
-    assert said == [f"recovered release {rid}: the controller (pid 999999) stopped during BENCH; recovered by "
+    assert [r.line for r in said] == [f"recovered release {rid}: the controller (pid 999999) stopped during BENCH; recovered by "
                     "`deployctl status`; rolled back to the known-good unit and verified it"]
     release = ledger.get(rid)
     assert release.finished and release.result == "aborted"
@@ -49,7 +50,8 @@ async def test_death_before_any_change_only_closes_the_record(ledger):
     _, rid = _dead_promote(ledger, m.Phase.BASELINE)
     a = adapters()
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "promote")
-    assert a.units.calls == [] and "no change had been made" in said[0]
+    assert a.units.calls == [] and "no change had been made" in said[0].line
+    assert not said[0].failed and not said[0].rolled_back
     assert ledger.get(rid).result == "aborted"
 
 
@@ -57,7 +59,7 @@ async def test_death_during_keep_finishes_the_keep(ledger):
     _, rid = _dead_promote(ledger, m.Phase.KEEP, result=m.Result.KEPT)
     a = adapters()
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "history")
-    assert a.units.calls == ["keep"] and "finished keeping candidate" in said[0]
+    assert a.units.calls == ["keep"] and "finished keeping candidate" in said[0].line and said[0].kept
     assert ledger.live_release("qwen").id == rid
 
 
@@ -70,3 +72,20 @@ def test_recovery_plan_restores_the_release_it_was_tried_against(ledger):
     p = recovery_plan(ledger, ledger.get(rid), plan(known_good_text="something else", known_good_hash="zzz"))
     assert p.known_good_hash == "old" and p.known_good_text == plan().known_good_text
     assert p.candidate_hash == "new"
+
+
+async def test_a_recovery_whose_rollback_fails_says_so_and_is_failed(ledger):
+    _, rid = _dead_promote(ledger, m.Phase.BENCH)
+    down = StartOutcome(False, "crashed", "address already in use")
+    a = adapters(units=FakeUnits(starts=[down, down]))
+    said = await recover(ledger, "qwen", a, _plan_for(ledger), "rollback")
+    assert said[0].failed and not said[0].rolled_back and "ROLLBACK FAILED" in said[0].line
+    assert ledger.get(rid).result == "rollback_failed"
+
+
+async def test_a_release_that_had_ended_in_rollback_failed_is_not_called_unchanged(ledger):
+    _, rid = _dead_promote(ledger, m.Phase.ROLLBACK_FAILED, result=m.Result.ROLLBACK_FAILED)
+    a = adapters()
+    said = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
+    assert said[0].failed and "no change had been made" not in said[0].line
+    assert "ROLLBACK FAILED" in said[0].line and ledger.get(rid).result == "rollback_failed"

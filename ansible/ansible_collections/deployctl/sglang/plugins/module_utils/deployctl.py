@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+"""Run deployctl on the managed host and read its ``--json`` document and exit code.
+
+The exit codes are deployctl's contract (``deployctl/errors.py`` EXIT_CODES); the modules decide on
+them, never on the words of a message.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import shlex
+
+OK = 0
+PREFLIGHT_REFUSED = 3
+BUSY = 4
+REJECTED = 10
+INCONCLUSIVE = 11
+ROLLBACK_FAILED = 12
+
+# Options every module takes: where deployctl and its inventory and ledger are on the host.
+COMMON_ARGS = dict(
+    deployment=dict(type="str", required=True),
+    executable=dict(type="str", default="deployctl"),
+    inventory=dict(type="path"),
+    state_dir=dict(type="path"),
+)
+
+
+def deployctl_argv(params, *args):
+    """The command line: the executable (may be ``python3 -m deployctl``), global options, the verb's."""
+    argv = shlex.split(params["executable"])
+    if params.get("inventory"):
+        argv += ["--inventory", params["inventory"]]
+    if params.get("state_dir"):
+        argv += ["--state-dir", params["state_dir"]]
+    return argv + list(args) + ["--json"]
+
+
+def run_json(module, *args):
+    """``(rc, document, stderr)``: the document is deployctl's one JSON value on stdout, or None."""
+    argv = deployctl_argv(module.params, *args)
+    rc, out, err = module.run_command(argv, check_rc=False, environ_update={"NO_COLOR": "1"})
+    try:
+        doc = json.loads(out) if out.strip() else None
+    except ValueError:
+        doc = None
+    return rc, doc, err
+
+
+def fail_with_error(module, rc, doc, err, what):
+    """deployctl refused or failed: its own error and hint, its exit code, and what it said on stderr."""
+    doc = doc if isinstance(doc, dict) else {}
+    message = doc.get("error") or (err.strip().splitlines() or ["no output"])[-1]
+    hint = doc.get("hint")
+    module.fail_json(msg="%s: %s%s" % (what, message, " (%s)" % hint if hint else ""), rc=rc, exit_code=rc,
+                     error=doc.get("error"), hint=hint, stderr=err)

@@ -1,0 +1,67 @@
+"""The bisect driver's own decisions, with its one side effect (a trial) scripted: budget, abort, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from deployctl.commands.bisect import outcome_lines
+from deployctl.errors import ExitCode
+from deployctl.inventory.policy import BisectPolicy
+from deployctl.live.bisect import Bisector, Step
+from deployctl.promote import machine as m
+from deployctl.promote.bisect_changes import Change
+from deployctl.promote.bisect_search import Observation, Search, Trial
+
+CHANGES = tuple(Change(flags={f"flag-{i}": True}, texts=(f"+ --flag-{i}",)) for i in range(4))
+
+
+class Scripted(Bisector):
+    """Change #2 is the culprit; every trial restarts twice (once without the final keep) and benchmarks 10 s."""
+
+    async def _trial(self, trial: Trial, changes: tuple[Change, ...], number: int) -> Step:
+        passed = 2 not in trial.subset
+        result = (m.Result.KEPT if trial.final else m.Result.PASSED) if passed else m.Result.REJECTED
+        if number == self.abort_at:
+            self.request_abort("aborted by the operator")
+            result, passed = m.Result.ABORTED, False
+        return Step(trial, f"p-{number}", number, result.value, Observation(passed, summary=result.value),
+                    1 if result is m.Result.KEPT else 2, 10.0, 1.0)
+
+
+def _run(budget: BisectPolicy, abort_at: int = 0):
+    site = SimpleNamespace(name="glm5", policy=SimpleNamespace(bisect=budget))
+    bisector = Scripted(None, site, "candidate", "baseline", m.Limits(), "alice", 1, None, lambda: 0.0)  # type: ignore[arg-type]
+    bisector.abort_at = abort_at  # type: ignore[attr-defined]
+    return asyncio.run(bisector.run(Search(4, candidate=Observation(False)), CHANGES))
+
+
+def test_the_culprit_is_removed_and_the_survivors_kept() -> None:
+    out = _run(BisectPolicy())
+    assert [sorted(c.changes) for c in out.finding.culprits] == [[2]]
+    assert out.exit_code == ExitCode.OK and out.steps[-1].trial.final and out.steps[-1].result == "kept"
+    assert "flag-2: true" not in out.survivor_yaml and "flag-3: true" in out.survivor_yaml
+    assert out.restarts == 2 * (len(out.steps) - 1) + 1 and out.bench_s == 10.0 * len(out.steps)
+
+
+def test_a_spent_restart_budget_stops_before_the_next_trial() -> None:
+    out = _run(BisectPolicy(max_restarts=4))
+    assert len(out.steps) == 2 and out.finding is None
+    assert out.stopped.startswith("budget spent: 4 restart(s) of 4") and out.exit_code == ExitCode.INCONCLUSIVE
+    assert out.survivor_yaml is None
+
+
+def test_a_stopped_search_says_what_it_had_blamed() -> None:
+    out = _run(BisectPolicy(max_restarts=7))  # enough to isolate #3, not to promote the rest
+    assert [sorted(c.changes) for c in out.blamed_so_far] == [[2]] and out.exit_code == ExitCode.INCONCLUSIVE
+    assert any("blamed so far (by isolation): #3 + --flag-2" in line for line in outcome_lines(out))
+
+
+def test_a_spent_benchmark_budget_stops_too() -> None:
+    out = _run(BisectPolicy(max_bench_s=15))
+    assert len(out.steps) == 2 and "20 s of benchmark of 15 s" in out.stopped
+
+
+def test_an_abort_ends_the_search_with_130() -> None:
+    out = _run(BisectPolicy(), abort_at=2)
+    assert len(out.steps) == 2 and out.exit_code == ExitCode.INTERRUPTED and out.survivor_yaml is None
