@@ -66,8 +66,14 @@ class Cli:
         with log.open("w") as out:
             proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
                                     stdout=out, stderr=subprocess.STDOUT)
+        proc.log_path = log  # type: ignore[attr-defined]  # what output() reads
         self.started.append(proc)
         return proc
+
+    def output(self, proc: subprocess.Popen[str], timeout: float = 90) -> str:
+        """Wait for a verb started with ``start`` and return what it printed (stdout and stderr, in order)."""
+        proc.wait(timeout=timeout)
+        return proc.log_path.read_text()  # type: ignore[attr-defined]
 
     def stop_started(self, deployments: list[str]) -> None:
         """Abort, as an operator would, any promote a test started and left running (it failed midway),

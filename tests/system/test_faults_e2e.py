@@ -182,7 +182,7 @@ def test_a_ledger_locked_mid_promote_ends_on_the_known_good_with_exit_12(make_wo
     holder = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=10, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock past the controller's timeout
     try:
-        out, err = proc.communicate(timeout=90)
+        out = err = cli.output(proc)  # stdout and stderr together, in order
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -231,8 +231,8 @@ def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
             time.sleep(0.05)
     squatter.listen()
     try:
-        out, err = proc.communicate(timeout=90)
-        assert proc.returncode == ExitCode.ROLLBACK_FAILED, out + err
+        out = world.cli.output(proc)  # stdout and stderr together, in order
+        assert proc.returncode == ExitCode.ROLLBACK_FAILED, out
         assert "ROLLBACK FAILED" in out, out
         release = world.release(row["id"])
         assert release["result"] == "rollback_failed" and release["finished_at"] is not None
