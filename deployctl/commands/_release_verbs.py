@@ -23,12 +23,22 @@ from deployctl.adapters.ledger import (
 )
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import DEPLOYMENT_HELP, add_deployment
+from deployctl.commands.options import (
+    DEPLOYMENT_HELP,
+    add_deployment,
+    add_profile,
+    complete_profiles,
+)
 from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
 from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Adapters, Progress
-from deployctl.live.recovery import Recovered, failed_recovery_hint, recover, recovery_plan
+from deployctl.live.recovery import (
+    Recovered,
+    failed_recovery_hint,
+    recover,
+    recovery_plan,
+)
 from deployctl.live.site import Site, make_site
 from deployctl.promote import machine as m
 from deployctl.promote.records import Release
@@ -38,6 +48,17 @@ from deployctl.units.stamp import unit_hash
 
 def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True, help: str = DEPLOYMENT_HELP) -> None:
     add_deployment(parser, alias=alias, help=help)
+
+
+def add_profile_and_site_arguments(parser: argparse.ArgumentParser, *, profile_help: str) -> None:
+    """``VERB PROFILE [-d D]``, ``VERB D PROFILE`` and ``--profile P``: the grammar of promote and bisect."""
+    parser.add_argument("profile", metavar="PROFILE", nargs="?", help=profile_help
+                        ).completer = complete_profiles  # type: ignore[attr-defined]
+    add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
+                dest="profile_option")
+    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `VERB D PROFILE`: the alias of -d D
+    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
+                                                 "accepted as the first of two positional arguments)")
 
 
 def state_dir(args: argparse.Namespace) -> Path:

@@ -13,7 +13,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.commands._release_verbs import (
-    add_site_arguments,
+    add_profile_and_site_arguments,
     adopt_installed,
     limits,
     locked,
@@ -22,12 +22,18 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
-from deployctl.commands.options import add_profile, complete_profiles, shift_deployment
+from deployctl.commands.options import shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.commands.promote import abort_request
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.live.bindings import live_adapters
-from deployctl.live.bisect import BisectOutcome, Bisector, observe, recorded_rejection, search_changes
+from deployctl.live.bisect import (
+    Bisector,
+    BisectOutcome,
+    observe,
+    recorded_rejection,
+    search_changes,
+)
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
@@ -59,12 +65,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", nargs="?", help="the rejected candidate, e.g. candidate"
-                        ).completer = complete_profiles  # type: ignore[attr-defined]
-    add_profile(parser, default=None, help="the same as PROFILE", dest="profile_option")
-    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)
-    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
-                                                 "accepted as the first of two positional arguments)")
+    add_profile_and_site_arguments(parser, profile_help="the rejected candidate, e.g. candidate")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the changes, what the ledger already blames, the worst case and the budget")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")

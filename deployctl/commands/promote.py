@@ -12,9 +12,14 @@ from typing import Mapping
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._operation import add_in_unit_argument, dead_man, inventory_note, run_in_unit
+from deployctl.commands._operation import (
+    add_in_unit_argument,
+    dead_man,
+    inventory_note,
+    run_in_unit,
+)
 from deployctl.commands._release_verbs import (
-    add_site_arguments,
+    add_profile_and_site_arguments,
     adopt_installed,
     limits,
     locked,
@@ -25,17 +30,23 @@ from deployctl.commands._release_verbs import (
     who,
 )
 from deployctl.commands.check import format_report
-from deployctl.commands.options import add_profile, complete_profiles, shift_deployment
-from deployctl.errors import ExitCode, UsageError
-from deployctl.preflight import run_preflight
+from deployctl.commands.options import shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.errors import ExitCode, UsageError
 from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Guard
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
+from deployctl.preflight import run_preflight
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
-from deployctl.promote.report import level_rows, outcome_json, outcome_lines, plan_lines, startup_gates
+from deployctl.promote.report import (
+    level_rows,
+    outcome_json,
+    outcome_lines,
+    plan_lines,
+    startup_gates,
+)
 
 NAME = "promote"
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
@@ -59,13 +70,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to try, e.g. candidate"
-                        ).completer = complete_profiles  # type: ignore[attr-defined]
-    add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
-                dest="profile_option")
-    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `promote D PROFILE`: the alias of -d D
-    add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
-                                                 "accepted as the first of two positional arguments)")
+    add_profile_and_site_arguments(parser, profile_help="the profile to try, e.g. candidate")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the whole plan (pre-flight included; exit 3 if it would refuse) and change nothing")
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
