@@ -40,7 +40,7 @@ def world(sandbox: Sandbox, inventory: tuple[Path, dict[str, Any]], tmp_path: Pa
     cli = Cli(sandbox, path, tmp_path / "state")
     done = cli("restart", DEPLOYMENT, "--profile", "baseline")
     assert done.returncode == 0, done.stdout + done.stderr
-    seeded = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight")
+    seeded = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight", expect=ExitCode.REJECTED)
     assert seeded["exit_code"] == ExitCode.REJECTED and seeded["benchmark"]["reuse"] is None, seeded
     assert seeded["benchmark"]["baseline_s"] > 0
     return cli, {**data, "stored": seeded["release"]}
@@ -88,7 +88,7 @@ def test_a_changed_unit_forces_a_fresh_baseline(world):
     cli, _ = world
     done = cli("restart", DEPLOYMENT, "--profile", "neutral")
     assert done.returncode == 0, done.stdout + done.stderr
-    out = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight")
+    out = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight", expect=ExitCode.REJECTED)
     assert out["exit_code"] == ExitCode.REJECTED and out["benchmark"]["reuse"] is None, out
     assert out["benchmark"]["confirmation_s"] == 0 and out["benchmark"]["baseline_s"] > 0
     assert out["benchmark"]["fresh_because"] == ["no stored baseline of this unit and sweep on this host"]
@@ -107,7 +107,7 @@ def test_a_changed_sglang_version_forces_a_fresh_baseline(world, sandbox: Sandbo
         for argv in (["systemctl", "daemon-reload"], ["systemctl", "restart", unit]):
             assert sandbox.run(argv).returncode == 0
         _wait_healthy(data["deployments"][DEPLOYMENT]["port"])
-        out = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight")
+        out = cli.json("promote", "bad-flag", "-d", DEPLOYMENT, "--skip-preflight", expect=ExitCode.REJECTED)
     finally:
         dropin.unlink()
         sandbox.run(["systemctl", "daemon-reload"])
