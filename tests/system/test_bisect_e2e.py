@@ -64,10 +64,12 @@ def _kinds(cli: Cli, deployment: str) -> list[tuple[str, str, str]]:
 
 
 def _baselines_measured(cli: Cli, deployment: str) -> int:
+    """Fresh baseline measurements; a reused one (confirmed by a trial per level) names its source."""
     con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
     try:
         return con.execute("SELECT COUNT(*) FROM benchmarks b JOIN releases r ON r.id = b.release_id"
-                           " WHERE r.deployment=? AND b.role='baseline'", (deployment,)).fetchone()[0]
+                           " WHERE r.deployment=? AND b.role='baseline' AND b.reused_from IS NULL",
+                           (deployment,)).fetchone()[0]
     finally:
         con.close()
 
