@@ -94,6 +94,16 @@ def _promotes(cli: Cli, deployment: str) -> list[tuple[str, str]]:
         con.close()
 
 
+def _notes(cli: Cli, deployment: str, name: str) -> list[dict[str, Any]]:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        rows = con.execute("SELECT e.detail_json FROM events e JOIN releases r ON r.id = e.release_id "
+                           "WHERE r.deployment=? AND e.kind='note' AND e.name=? ORDER BY e.id", (deployment, name))
+        return [json.loads(detail) for (detail,) in rows.fetchall()]
+    finally:
+        con.close()
+
+
 def _main_pid(box: Sandbox, unit: str) -> str:
     return box.run(["systemctl", "show", "-P", "MainPID", unit]).stdout.strip()
 
@@ -178,6 +188,12 @@ def test_a_pending_candidate_is_tried_exactly_once_across_three_runs(world):
     assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for c in codes[1:]), codes
     assert _promotes(cli, "qwen35-sim") == [("candidate", "rejected")]
     assert hook.received[-1]["body"]["verdict"] == "rejected"
+    # Keyed on the version the server states (as a stored baseline is), never null: what the later watches
+    # saw is what the try was recorded under, so they did not try it again.
+    tried = _notes(cli, "qwen35-sim", "tried")
+    watched = _notes(cli, "qwen35-sim", "watch")
+    assert len(tried) == 1 and tried[0]["sglang_version"] not in (None, "unknown")
+    assert {w["sglang_version"] for w in watched[-2:]} == {tried[0]["sglang_version"]}
     assert _healthy(data["deployments"]["qwen35-sim"]["port"])
 
 
