@@ -26,6 +26,7 @@ from deployctl.units.stamp import unit_hash
 from support.clirun import free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli
 from support.promote_world import healthy as _healthy
+from support.promtool import promtool
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(420)]
 
@@ -138,6 +139,8 @@ def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measur
     assert f'deployctl_canary_outcome{{deployment="{DEP}",outcome="rolled_back"}} 1.0' in metrics
     assert f'deployctl_canary_rollbacks_total{{deployment="{DEP}"}} 1.0' in metrics
     assert f'deployctl_canary_live_release_id{{deployment="{DEP}"}} {float(new_id)}' in metrics
+    checked = promtool("check", "metrics", stdin=metrics)  # the file as the canary wrote it
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert _healthy(port)
 
 
