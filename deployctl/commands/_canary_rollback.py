@@ -13,9 +13,10 @@ and verified, as a rejected promote is.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.errors import ExitCode
 from deployctl.commands._release_verbs import limits, who
 from deployctl.commands.rollback import text_of
 from deployctl.live.bindings import live_adapters
@@ -61,3 +62,41 @@ async def try_earlier(site: Site, report: WatchReport, target: Release, guard: G
             # Kept only when proven better: an inconclusive judge keeps the live release, whatever the policy says.
             start = replace(limits(site.policy, preflight=False), keep_when_inconclusive=False)
             return await runner.run(m.start(start, unchanged=plan.unchanged, measured=True))
+
+
+@dataclass(frozen=True)
+class RollbackTry:
+    """A degraded release's trial of the release before it, for the journal and the webhook."""
+
+    degraded_release: int
+    earlier_release: int
+    trial_release: int  # the canary-rollback release in the ledger: live now if kept
+    result: str  # the trial's result: kept, rejected, inconclusive, rollback_failed, aborted
+
+    def journal_fields(self) -> dict[str, str]:
+        return {"DEPLOYCTL_ROLLBACK_TO": str(self.earlier_release), "DEPLOYCTL_ROLLBACK_RESULT": self.result,
+                "DEPLOYCTL_ROLLBACK_RELEASE": str(self.trial_release)}
+
+
+def concluded(name: str, live_id: int, target: Release, outcome: PromoteOutcome) -> tuple[RollbackTry, int | None, list[str]]:
+    """The trial in the run's words and exit code: 22 rolled back, 12 the degraded release did not come
+    back, 130 interrupted; None keeps the watch's 20 ("degraded, no better release")."""
+    result = outcome.state.result
+    tried = RollbackTry(live_id, target.id, outcome.release_id, result.value if result else "unknown")
+    earlier = f"release {target.id} ({target.profile or 'unnamed'})"
+    code: int | None = None
+    if result is m.Result.KEPT:
+        code = ExitCode.CANARY_ROLLED_BACK
+        judged = outcome.evidence.judge.reasons[0] if outcome.evidence.judge else ""
+        head = f"{name}: rolled back to {earlier}: it measures better now (release {outcome.release_id} is live): {judged}"
+    elif result is m.Result.ROLLBACK_FAILED:
+        code = ExitCode.ROLLBACK_FAILED
+        head = (f"{name}: trying {earlier} failed and the degraded release {live_id} did not come back: manual "
+                f"action needed (release {outcome.release_id})")
+    elif result is m.Result.ABORTED:
+        code = ExitCode.INTERRUPTED
+        head = f"{name}: the trial of {earlier} was interrupted; the degraded release {live_id} is back"
+    else:
+        head = (f"{name}: degraded, no better release: {earlier} was {tried.result} (release {outcome.release_id});"
+                f" the degraded release {live_id} is back and stays live")
+    return tried, code, [head, *(f"  {r}" for r in outcome.state.reasons)]

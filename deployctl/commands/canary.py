@@ -22,7 +22,7 @@ from deployctl.commands._release_verbs import (
     recover_first,
     state_dir,
 )
-from deployctl.commands._canary_rollback import try_earlier
+from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
 from deployctl.commands.options import add_deployment
 from deployctl.commands.promote import promote
@@ -35,10 +35,8 @@ from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
 from deployctl.live.canary_units import install as install_units
-from deployctl.promote import machine as m
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
-from deployctl.promote.records import Release
 from deployctl.promote.report import table_lines
 
 NAME = "canary"
@@ -53,12 +51,17 @@ Run by a timer or cron, once per deployment (or --all):
 2. try: if policy.canary.profile renders a unit other than the live one, and that exact unit was not
    yet judged on this SGLang version, and it is inside policy.canary.window: a full `deployctl promote`
    of it. A rejected or inconclusive candidate is not tried again until it changes.
+3. policy.canary.on_degraded: rollback (default: alert): a degraded live release makes it try the
+   release before it (inside the window), judged against the degraded one just measured; kept only if
+   it measures better now (not worse anywhere, better medians, significantly better somewhere), else
+   the degraded release is restored: "degraded, no better release".
 
 Silent when all is well (cron mails only when something happened); -v says what it did. Each run is
 a journal entry (SYSLOG_IDENTIFIER=deployctl, DEPLOYCTL_DEPLOYMENT, DEPLOYCTL_RELEASE, DEPLOYCTL_VERDICT),
 a Prometheus textfile for node_exporter, and on anything but ok a webhook call (policy.canary.webhook).
 
 exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) · 20 degraded ·
+            22 degraded, rolled back to the release before it (it measures better now) ·
             21 candidate promoted · 10 candidate rejected, rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
 
@@ -106,6 +109,7 @@ class Run:
     watch: WatchReport | None = None
     promote: PromoteOutcome | None = None
     error: DeployctlError | None = None  # what stopped it, when something did
+    rollback: RollbackTry | None = None  # on_degraded: rollback, when it tried the release before
 
     @property
     def verdict(self) -> str:
@@ -215,7 +219,10 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             f"  {'rollback' if back.attempt else 'no rollback'}: {back.reason}")
         if back.attempt:
             assert back.target is not None
-            _rolled_back(out, site, report.release.id, back.target, await try_earlier(site, report, back.target, guard))
+            out.promote = await try_earlier(site, report, back.target, guard)
+            out.rollback, code, lines = concluded(site.name, report.release.id, back.target, out.promote)
+            out.code = code or out.code
+            out.lines += lines
             out.detail.append(f"{site.name}: the pending candidate waits for the next run (this one tried a rollback)")
             return
     out.detail.append(f"{site.name}: {decision.reason}")
@@ -230,30 +237,6 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
     out.code = most_serious([out.code, code])
     out.lines.append(f"{site.name}: candidate {canary.profile}: {outcome.state.result.value if outcome.state.result else '?'}"
                      f" (release {outcome.release_id})")
-    out.lines += [f"  {r}" for r in outcome.state.reasons]
-
-
-def _rolled_back(out: Run, site: Site, live_id: int, target: Release, outcome: PromoteOutcome) -> None:
-    """The degraded run's outcome after the trial of ``target``: rolled back (22), no better release (20), 12."""
-    out.promote = outcome
-    result = outcome.state.result
-    verdict = outcome.evidence.judge.reasons[0] if outcome.evidence.judge else (result.value if result else "?")
-    if result is m.Result.KEPT:
-        out.code = ExitCode.CANARY_ROLLED_BACK
-        out.lines.append(f"{site.name}: rolled back to release {target.id} ({target.profile or 'unnamed'}): "
-                         f"it measures better now (release {outcome.release_id} is live): {verdict}")
-    elif result is m.Result.ROLLBACK_FAILED:
-        out.code = ExitCode.ROLLBACK_FAILED
-        out.lines.append(f"{site.name}: trying release {target.id} failed and the degraded live release did not "
-                         f"come back: manual action needed (release {outcome.release_id})")
-    elif result is m.Result.ABORTED:
-        out.code = ExitCode.INTERRUPTED
-        out.lines.append(f"{site.name}: the trial of release {target.id} was interrupted; the live release is back")
-    else:
-        out.lines.append(f"{site.name}: degraded, no better release: release {target.id} "
-                         f"({target.profile or 'unnamed'}) was {result.value if result else '?'} "
-                         f"(release {outcome.release_id}); the degraded release {live_id} is "
-                         "back and stays live")
     out.lines += [f"  {r}" for r in outcome.state.reasons]
 
 
@@ -295,7 +278,7 @@ def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
     journal_send.send(summary, priority="info" if out.code in QUIET else "warning",
                       fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
                               "DEPLOYCTL_RELEASE": str(release.id) if release else "",
-                              "DEPLOYCTL_EXIT_CODE": str(out.code)})
+                              "DEPLOYCTL_EXIT_CODE": str(out.code), **(out.rollback.journal_fields() if out.rollback else {})})
     if metrics_dir is not None:
         try:
             textfile.write(metrics_dir, _metrics(site, out))
@@ -305,7 +288,7 @@ def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
     if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
         payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
                    "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines,
+                   "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
                    "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
         try:
             secret = webhook.read_secret(hook.secret_file)

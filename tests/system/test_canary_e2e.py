@@ -13,9 +13,7 @@ import os
 import subprocess
 import sys
 import sqlite3
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Iterator
 
 import pytest
@@ -27,30 +25,9 @@ from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli
 from support.promote_world import healthy as _healthy
+from support.webhook_receiver import Hook
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
-
-
-class Hook:
-    """A webhook receiver on the loopback: every POSTed JSON body, in order."""
-
-    def __init__(self) -> None:
-        received: list[dict[str, Any]] = []
-        self.received = received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append({"body": json.loads(body), "signature": self.headers.get("X-Deployctl-Signature")})
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 @pytest.fixture(scope="module")

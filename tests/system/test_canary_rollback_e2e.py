@@ -9,6 +9,7 @@ profile sets the other half; SGLANG_SIM_THROUGHPUT_FACTOR=0.8 slows every releas
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -27,6 +28,7 @@ from support.clirun import free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli
 from support.promote_world import healthy as _healthy
 from support.promtool import promtool
+from support.webhook_receiver import Hook
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(420)]
 
@@ -86,10 +88,14 @@ def _slow_down(cli: Cli, port: int, *env: str) -> None:
 
 
 @pytest.fixture
-def world(sandbox: Sandbox, tmp_path: Path) -> Iterator[tuple[Cli, int]]:
-    inventory = _inventory(tmp_path, on_degraded="rollback")
+def world(sandbox: Sandbox, tmp_path: Path) -> Iterator[tuple[Cli, int, Hook]]:
+    hook = Hook()
+    (tmp_path / "hook.secret").write_text("s3cret\n")
+    inventory = _inventory(tmp_path, on_degraded="rollback",
+                           webhook={"url": hook.url, "secret_file": str(tmp_path / "hook.secret")})
     cli = Cli(sandbox, inventory, tmp_path / "state")
-    yield cli, yaml.safe_load(inventory.read_text())["deployments"][DEP]["port"]
+    yield cli, yaml.safe_load(inventory.read_text())["deployments"][DEP]["port"], hook
+    hook.server.shutdown()
     dropin = sandbox.runtime_unit_dir / f"sglang-{DEP}.service.d"
     if dropin.exists():
         for f in dropin.iterdir():
@@ -121,7 +127,7 @@ def _live_over(cli: Cli, live: str, earlier: str) -> tuple[int, int]:
 
 
 def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measures_better_now(world):
-    cli, port = world
+    cli, port, hook = world
     live_id, baseline_id = _live_over(cli, "paired", "baseline")
     ((baseline_hash, baseline_text),) = _ledger(cli, "SELECT unit_hash, unit_text FROM releases WHERE id=?",
                                                 baseline_id)
@@ -141,11 +147,19 @@ def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measur
     assert f'deployctl_canary_live_release_id{{deployment="{DEP}"}} {float(new_id)}' in metrics
     checked = promtool("check", "metrics", stdin=metrics)  # the file as the canary wrote it
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    call = hook.received[-1]["body"]
+    assert call["verdict"] == "rolled_back" and call["exit_code"] == ExitCode.CANARY_ROLLED_BACK
+    assert call["rollback"] == {"degraded_release": live_id, "earlier_release": baseline_id, "trial_release": new_id,
+                                "result": "kept"}
+    assert "rolled back to release" in call["text"]
+    fields = _wait_for("the run's journal entry", lambda: _journal(cli, DEPLOYCTL_VERDICT="rolled_back",
+                                                                   DEPLOYCTL_ROLLBACK_RELEASE=str(new_id)), 10)
+    assert fields[-1]["DEPLOYCTL_ROLLBACK_TO"] == str(baseline_id) and fields[-1]["DEPLOYCTL_EXIT_CODE"] == "22"
     assert _healthy(port)
 
 
 def test_when_the_release_before_is_not_better_nothing_changes_and_it_is_tried_once(world):
-    cli, port = world
+    cli, port, hook = world
     live_id, paired_id = _live_over(cli, "baseline", "paired")
     live_hash, text = _live(cli)[1], _installed(cli)
     # Now every release is 0.8 × as fast, and the one before (paired) 0.5 × that again: worse, not better.
@@ -158,11 +172,21 @@ def test_when_the_release_before_is_not_better_nothing_changes_and_it_is_tried_o
     assert _live(cli)[:2] == (live_id, live_hash) and _installed(cli) == text
     tried = _ledger(cli, "SELECT result FROM releases WHERE kind='canary-rollback' AND previous_id=?", live_id)
     assert tried == [("rejected",)]
+    call = hook.received[-1]["body"]
+    assert call["verdict"] == "degraded" and call["rollback"]["result"] == "rejected"
     pid = _main_pid(cli)
     twice = canary(cli)  # the same unit on the same SGLang is not tried again: no restart, alert only
     assert twice.returncode == ExitCode.CANARY_DEGRADED, twice.stdout + twice.stderr
     assert "already judged against release" in twice.stderr and _main_pid(cli) == pid
     assert len(_ledger(cli, "SELECT id FROM releases WHERE kind='canary-rollback' AND previous_id=?", live_id)) == 1
+
+
+def _journal(cli: Cli, **match: str) -> list[dict[str, Any]]:
+    """The canary's journal entries of this deployment with the fields ``match``."""
+    done = subprocess.run([*cli.box.journal_command, "-o", "json", "SYSLOG_IDENTIFIER=deployctl",
+                           f"DEPLOYCTL_DEPLOYMENT={DEP}", *(f"{k}={v}" for k, v in match.items())],
+                          capture_output=True, text=True, timeout=30)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 def _wait_for(what: str, check: Callable[[], Any], timeout_s: float) -> Any:

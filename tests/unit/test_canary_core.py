@@ -98,9 +98,12 @@ def test_the_most_serious_outcome_is_the_exit_code():
     assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
     assert most_serious([ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.OK]) == ExitCode.CANARY_DEGRADED
     assert most_serious([ExitCode.REJECTED, ExitCode.ROLLBACK_FAILED]) == ExitCode.ROLLBACK_FAILED
+    # Still degraded somewhere is more serious than degraded and fixed.
+    assert most_serious([ExitCode.CANARY_ROLLED_BACK, ExitCode.CANARY_DEGRADED]) == ExitCode.CANARY_DEGRADED
+    assert most_serious([ExitCode.CANARY_ROLLED_BACK, ExitCode.REJECTED]) == ExitCode.CANARY_ROLLED_BACK
     assert most_serious([ExitCode.OK, 99]) == 99
     codes = {ExitCode.OK, ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_PROMOTED, ExitCode.REJECTED,
-             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED}
+             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_ROLLED_BACK}
     assert len({VERDICT[c] for c in codes}) == len(codes)  # every outcome its own word, and its own code
 
 
