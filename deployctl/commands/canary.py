@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
                                     "release": r.watch.release.id if r.watch else None,
+                                    "rollback": asdict(r.rollback) if r.rollback else None,
                                     "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
     return most_serious([r.code for r in runs])
 

@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -24,8 +24,7 @@ import yaml
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
-from support.clirun import free_port
-from support.promote_world import FAST_SIM, POLICY, REPO, Cli
+from support.promote_world import SLOW_PROFILE, Cli, one_deployment, wait_for
 from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
@@ -36,16 +35,8 @@ DEP = "glm5-sim"
 
 
 def _inventory(root: Path, **canary: Any) -> Path:
-    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
-    dep = data["deployments"][DEP]
-    data["deployments"] = {DEP: dep}
-    data["hosts"] = {dep["host"]: data["hosts"][dep["host"]]}
-    dep["port"] = free_port()
-    dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
-    dep["profiles"]["paired"] = {"extends": "baseline", "env": {"SGLANG_SIM_SYNTHETIC_PAIR_B": "1"}}
-    # Serves at a thousandth of the speed: its benchmark lasts long enough to kill the canary in it.
-    dep["profiles"]["slow"] = {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.001"}}
-    data["policy"] = {**POLICY, "canary": {"levels": [8], **canary}}
+    paired = {"extends": "baseline", "env": {"SGLANG_SIM_SYNTHETIC_PAIR_B": "1"}}
+    data = one_deployment(DEP, {"paired": paired, "slow": SLOW_PROFILE}, {"canary": {"levels": [8], **canary}})
     path = root / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -152,7 +143,7 @@ def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measur
     assert call["rollback"] == {"degraded_release": live_id, "earlier_release": baseline_id, "trial_release": new_id,
                                 "result": "kept"}
     assert "rolled back to release" in call["text"]
-    fields = _wait_for("the run's journal entry", lambda: _journal(cli, DEPLOYCTL_VERDICT="rolled_back",
+    fields = wait_for("the run's journal entry", lambda: _journal(cli, DEPLOYCTL_VERDICT="rolled_back",
                                                                    DEPLOYCTL_ROLLBACK_RELEASE=str(new_id)), 10)
     assert fields[-1]["DEPLOYCTL_ROLLBACK_TO"] == str(baseline_id) and fields[-1]["DEPLOYCTL_EXIT_CODE"] == "22"
     assert _healthy(port)
@@ -189,16 +180,6 @@ def _journal(cli: Cli, **match: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
-def _wait_for(what: str, check: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    pytest.fail(f"{what}: not within {timeout_s:g} s")
-
-
 def test_a_killed_canary_promote_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox, tmp_path: Path):
     bound = 20
     inventory = _inventory(tmp_path, profile="slow")
@@ -214,7 +195,7 @@ def test_a_killed_canary_promote_is_rolled_back_by_the_dead_mans_switch(sandbox:
             if not (cli.state_dir / "ledger.sqlite3").exists():
                 return None
             return _ledger(cli, "SELECT id FROM releases WHERE kind='promote' AND phase='BENCH'")
-        ((release,),) = _wait_for("the canary's promote reaches BENCH", promote_in_bench, 120)
+        ((release,),) = wait_for("the canary's promote reaches BENCH", promote_in_bench, 120)
         timer = f"deployctl-deadman-{DEP}.timer"
         assert sandbox.run(["systemctl", "is-active", timer]).stdout.strip() == "active"
         # nsenter forks: the deployctl inside is its child
@@ -223,7 +204,7 @@ def test_a_killed_canary_promote_is_rolled_back_by_the_dead_mans_switch(sandbox:
         runner.wait(timeout=30)
         killed = time.monotonic()
         # Nobody runs a command from here on: the timer does.
-        _wait_for("the dead-man's switch restores the known-good unit", lambda: _ledger(
+        wait_for("the dead-man's switch restores the known-good unit", lambda: _ledger(
             cli, "SELECT result FROM releases WHERE id=? AND finished_at IS NOT NULL", release), bound + 90)
     finally:
         cli.stop_started([DEP])
