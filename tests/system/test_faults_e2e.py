@@ -261,11 +261,11 @@ def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
 
 # Inconclusive by construction, not by the host's noise: the candidate's trials of 8 requests run at full,
 # half and quarter speed (SGLANG_SIM_SWING counts its requests; no warm-up shifts the count), the baseline's
-# are steady. After two trials (1, 0.5: −29 %, se ≈ 0.18 in logs) and after the third the budget allows
-# (1, 0.5, 0.25: −50 %, se ≈ 0.4), FAIL would need the regression beyond ~5 standard errors and PASS
-# ruling out −19 % (twice the 10 % limit) — both a factor of several away, however the shared machine
-# stretches a trial. (Three distinct speeds, not two: of 1, 0.25, 1 the odd trial would be set aside as
-# an outlier.)
+# are steady. After two trials (1, 0.5: −29 %, 1.9 standard errors) FAIL needs 5.4 standard errors; after
+# the third the budget allows (1, 0.5, 0.25: −50 %, 1.7 se) it needs 4.2, and PASS (ruling out −19 %, twice
+# the 10 % limit) needs the candidate about twice as fast as the baseline — each far beyond what the shared
+# machine does to a trial. (Three distinct speeds, not two: of 1, 0.25, 1 the odd trial would be set aside
+# as an outlier.)
 UNSTEADY = {
     **QUICK,
     "bench": {"concurrency": [2], "input_tokens": 32, "output_tokens": 32, "requests_per_level": 8,
