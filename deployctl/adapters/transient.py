@@ -88,6 +88,9 @@ def timer_properties(description: str, on_active_s: float) -> list[Property]:
     return [
         ("Description", "s", description),
         ("TimersMonotonic", "a(st)", [("OnActiveSec", int(on_active_s * 1_000_000))]),
+        # systemd's default AccuracySec=1min lets the timer fire up to a minute late (coalesced with
+        # other wake-ups): the switch promises the known-good unit back S seconds after the arm, so 1 s.
+        ("AccuracyUSec", "t", 1_000_000),
         ("RemainAfterElapse", "b", False),
         ("CollectMode", "s", "inactive-or-failed"),
     ]

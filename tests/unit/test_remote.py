@@ -65,6 +65,7 @@ def test_service_properties_refuse_what_systemd_would_misread(service):
 def test_timer_is_monotonic_on_active_in_microseconds():
     props = {k: (sig, v) for k, sig, v in timer_properties("t", 25.5)}
     assert props["TimersMonotonic"] == ("a(st)", [("OnActiveSec", 25_500_000)])
+    assert props["AccuracyUSec"] == ("t", 1_000_000)  # not systemd's default minute late
     assert props["RemainAfterElapse"] == ("b", False)
     with pytest.raises(ValueError):
         timer_properties("t", 0)
