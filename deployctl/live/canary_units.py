@@ -99,6 +99,9 @@ def canary_timer(calendar: str = "*-*-* 00/6:00:00", delay_s: int = 1800) -> str
         f"OnCalendar={calendar}\n"
         "Persistent=true\n"
         f"RandomizedDelaySec={delay_s}\n"
+        "# The random delay is the spread; systemd's default AccuracySec=1min would add up to a minute more\n"
+        "# (a canary --every 20s would run about once a minute).\n"
+        "AccuracySec=1s\n"
         "\n[Install]\n"
         "WantedBy=timers.target\n"
     )

@@ -33,6 +33,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path: Path):
         assert key in (tmp_path / "deployctl-canary@glm5.service").read_text(), key
     timer = (tmp_path / "deployctl-canary@glm5.timer").read_text()
     assert "Persistent=true" in timer and "RandomizedDelaySec=" in timer
+    assert "AccuracySec=1s" in timer  # not systemd's default minute on top of the period
 
 
 def test_the_stop_timeout_outlasts_the_slowest_rollback():

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from support.promote_world import Cli, make_inventory
+from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
 from support.promote_world import healthy as _healthy
 from support.promote_world import installed_profile as _installed_profile
 
@@ -35,12 +35,7 @@ FUSION = "SGLANG_SIM_FORCE_AR_FUSION=1"
 def world(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("bisect-e2e")
     path = root / "inventory.yaml"
-    data = make_inventory(path)
-    # The product's default requests per level, max(4, 2 x C): two waves at each level. The shared policy's
-    # 16 (eight waves at C=2) made C=2 five of the 6.5 s of a forced-fusion trial (three such benchmarks a
-    # search); C=2's trials of four requests agree within 0.5 % on the fast simulator, as its 16 did.
-    bench = {k: v for k, v in data["policy"]["bench"].items() if k != "requests_per_level"}
-    data["policy"] = {**data["policy"], "bench": bench}
+    data = make_inventory(path, TWO_WAVES_POLICY)  # a search benchmarks forced fusion three times
     glm5 = data["deployments"]["glm5-sim"]["profiles"]
     glm5["three-harmless-and-fusion"] = {
         "extends": "baseline", "flags": {"enable-metrics": True},

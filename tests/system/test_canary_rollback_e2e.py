@@ -24,7 +24,7 @@ import yaml
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
-from support.promote_world import SLOW_PROFILE, Cli, one_deployment, wait_for
+from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, Cli, one_deployment, wait_for
 from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
@@ -36,7 +36,9 @@ DEP = "glm5-sim"
 
 def _inventory(root: Path, **canary: Any) -> Path:
     paired = {"extends": "baseline", "env": {"SGLANG_SIM_SYNTHETIC_PAIR_B": "1"}}
-    data = one_deployment(DEP, {"paired": paired, "slow": SLOW_PROFILE}, {"canary": {"levels": [8], **canary}})
+    # two waves a level: every judgement here is of a 2 x step (the pair), far beyond the noise
+    data = one_deployment(DEP, {"paired": paired, "slow": SLOW_PROFILE},
+                          {"bench": TWO_WAVES_POLICY["bench"], "canary": {"levels": [8], **canary}})
     path = root / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

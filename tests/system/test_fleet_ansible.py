@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from support.promote_world import REPO, Cli, make_inventory
+from support.promote_world import REPO, TWO_WAVES_POLICY, Cli, make_inventory
 from support.sshd import Sshd, make_keys, start_sshd
 
 from deployctl.live.sandbox import Sandbox
@@ -122,7 +122,8 @@ def fleet(sshds: list[Sshd], tmp_path: Path) -> Fleet:
     for name, server in zip(HOSTS, sshds):
         inventory = tmp_path / name / "inventory.yaml"
         inventory.parent.mkdir()
-        data = make_inventory(inventory)
+        # two waves a level: the verdicts asserted are of 1.5 x and 0.5 x steps, the neutral one may be inconclusive
+        data = make_inventory(inventory, TWO_WAVES_POLICY)
         dep = data["deployments"][DEP]
         dep["profiles"]["regression"] = REGRESSION
         data["hosts"] = {name: data["hosts"][dep["host"]]}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from support.clirun import free_port
-from support.promote_world import SLOW_PROFILE, one_deployment, wait_for
+from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, one_deployment, wait_for
 from support.sshd import Sshd, make_keys, start_sshd
 
 from deployctl.errors import ExitCode
@@ -138,7 +138,8 @@ def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox
     # From the arm (INSTALL) to the kill takes a restart and a few polls, a second or two: the bound
     # leaves many times that, so the timer cannot fire while the runner still lives.
     bound = 15
-    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=bound), tmp_path / "state")
+    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=bound, bench=TWO_WAVES_POLICY["bench"]),
+                tmp_path / "state")
     host.restart_baseline()
     follower = host.start("promote", "slow", "--fresh-baseline", "--in-unit")
     try:
@@ -161,7 +162,8 @@ def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox
 
 
 def test_a_controller_alive_past_the_bound_is_told_to_roll_back(sandbox: Sandbox, tmp_path: Path):
-    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=8), tmp_path / "state")
+    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=8, bench=TWO_WAVES_POLICY["bench"]),
+                tmp_path / "state")
     host.restart_baseline()
     done = host("promote", "slow", "--fresh-baseline", timeout=200)  # alive, but benchmarking for far too long
     assert done.returncode == ExitCode.INTERRUPTED, done.stdout + done.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from svgcheck import affine_residual, points, svgs
-from support.promote_world import Cli, make_inventory
+from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
@@ -71,7 +71,7 @@ def _open(binary: str, root: Path, html: str) -> _Dom:
 @pytest.fixture(scope="module")
 def promoted(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("report-e2e")
-    data = make_inventory(root / "inventory.yaml")
+    data = make_inventory(root / "inventory.yaml", TWO_WAVES_POLICY)
     cli = Cli(sandbox, root / "inventory.yaml", root / "state")
     unit = data["deployments"]["glm5-sim"]["unit"]
     try:
