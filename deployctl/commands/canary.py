@@ -22,17 +22,20 @@ from deployctl.commands._release_verbs import (
     recover_first,
     state_dir,
 )
+from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
+from deployctl.commands._operation import dead_man
 from deployctl.commands.options import add_deployment
 from deployctl.commands.promote import promote
 from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
-from deployctl.live.canary import WatchReport, judged_promotes, ledger_totals, watch
+from deployctl.live.canary import TRIED, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
 from deployctl.live.canary_units import install as install_units
-from deployctl.promote.canary import decide_try, every_to_calendar
+from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
 from deployctl.promote.report import table_lines
 
@@ -48,12 +51,17 @@ Run by a timer or cron, once per deployment (or --all):
 2. try: if policy.canary.profile renders a unit other than the live one, and that exact unit was not
    yet judged on this SGLang version, and it is inside policy.canary.window: a full `deployctl promote`
    of it. A rejected or inconclusive candidate is not tried again until it changes.
+3. policy.canary.on_degraded: rollback (default: alert): a degraded live release makes it try the
+   release before it (inside the window), judged against the degraded one just measured; kept only if
+   it measures better now (not worse anywhere, better medians, significantly better somewhere), else
+   the degraded release is restored: "degraded, no better release".
 
 Silent when all is well (cron mails only when something happened); -v says what it did. Each run is
 a journal entry (SYSLOG_IDENTIFIER=deployctl, DEPLOYCTL_DEPLOYMENT, DEPLOYCTL_RELEASE, DEPLOYCTL_VERDICT),
 a Prometheus textfile for node_exporter, and on anything but ok a webhook call (policy.canary.webhook).
 
 exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) · 20 degraded ·
+            22 degraded, rolled back to the release before it (it measures better now) ·
             21 candidate promoted · 10 candidate rejected, rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
 
@@ -64,12 +72,13 @@ examples:
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
-SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.BUG, ExitCode.BAD_INPUT,
+SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_ROLLED_BACK, ExitCode.BUG, ExitCode.BAD_INPUT,
             ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED, ExitCode.BUSY,
             ExitCode.CANARY_PROMOTED, ExitCode.OK)
 VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CANARY_PROMOTED: "promoted",
            ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive", ExitCode.PREFLIGHT_REFUSED: "refused",
-           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy"}
+           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy", ExitCode.CANARY_ROLLED_BACK: "rolled_back"}
+QUIET = (ExitCode.OK, ExitCode.CANARY_PROMOTED)  # outcomes said on stdout and the journal at priority info
 
 
 def most_serious(codes: list[int]) -> int:
@@ -100,6 +109,7 @@ class Run:
     watch: WatchReport | None = None
     promote: PromoteOutcome | None = None
     error: DeployctlError | None = None  # what stopped it, when something did
+    rollback: RollbackTry | None = None  # on_degraded: rollback, when it tried the release before
 
     @property
     def verdict(self) -> str:
@@ -122,16 +132,17 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     for name in names:
         site = make_site(inv, name, state_dir(args))
-        result = run_one(site, textfile_dir(args))
+        result = run_one(site, textfile_dir(args), dead_man(args, site))
         if result.error is not None and not args.all:
             raise result.error  # one deployment: the CLI's error policy says it (and as JSON under --json)
         if not args.json and (result.code != ExitCode.OK or args.verbose):
             print("\n".join([*result.lines, *(result.detail if args.verbose else [])]),
-                  file=sys.stdout if result.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else sys.stderr)
+                  file=sys.stdout if result.code in QUIET else sys.stderr)
         runs.append(result)
     if args.json:
         print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
                                     "release": r.watch.release.id if r.watch else None,
+                                    "rollback": asdict(r.rollback) if r.rollback else None,
                                     "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
     return most_serious([r.code for r in runs])
 
@@ -166,11 +177,12 @@ def textfile_dir(args: argparse.Namespace) -> Path | None:
     return textfile.DEFAULT_TEXTFILE_DIR if textfile.DEFAULT_TEXTFILE_DIR.is_dir() else None
 
 
-def run_one(site: Site, metrics_dir: Path | None) -> Run:
+def run_one(site: Site, metrics_dir: Path | None, guard: Guard | None = None) -> Run:
+    """One deployment's run; ``guard``: the dead-man's switch its promotes and rollbacks arm, as an operator's do."""
     out = Run(site.name)
     try:
         with locked(site, NAME) as lock:
-            asyncio.run(_canary(site, lock, out))
+            asyncio.run(_canary(site, lock, out, guard))
     except Busy as exc:
         out.code = ExitCode.BUSY
         out.lines.append(f"{site.name}: busy, nothing done: {exc.message}")
@@ -182,7 +194,7 @@ def run_one(site: Site, metrics_dir: Path | None) -> Run:
     return out
 
 
-async def _canary(site: Site, lock: DeploymentLock, out: Run) -> None:
+async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | None) -> None:
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None) as adapters:
             out.detail += await recover_first(ledger, site, adapters, NAME)  # exit 12 when it failed
@@ -195,13 +207,32 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run) -> None:
         _watch_lines(site, report, out)
         canary = site.policy.canary
         candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
-        decision = decide_try(canary.profile, candidate, report.release.unit_hash, report.sglang_version,
+        back = None
+        if report.health is Health.DEGRADED:
+            back = decide_rollback(canary.on_degraded, report.release, report.result is not None,
+                                   {r.id: r for r in ledger.history(site.name, limit=10_000)},
+                                   rollback_trials(ledger, report.release), report.version,
+                                   window=canary.window, now=datetime.now())
+        decision = decide_try(canary.profile, candidate, report.release.unit_hash, report.version,
                               judged_promotes(ledger, site.name), window=canary.window, now=datetime.now())
+    if back is not None:
+        (out.lines if canary.on_degraded == "rollback" else out.detail).append(
+            f"  {'rollback' if back.attempt else 'no rollback'}: {back.reason}")
+        if back.attempt:
+            assert back.target is not None
+            out.promote = await try_earlier(site, report, back.target, guard)
+            out.rollback, code, lines = concluded(site.name, report.release.id, back.target, out.promote)
+            out.code = code or out.code
+            out.lines += lines
+            out.detail.append(f"{site.name}: the pending candidate waits for the next run (this one tried a rollback)")
+            return
     out.detail.append(f"{site.name}: {decision.reason}")
     if not decision.attempt:
         return
     assert canary.profile is not None
-    outcome = await promote(site, canary.profile, lock)
+    outcome = await promote(site, canary.profile, lock, guard=guard)
+    with Ledger.open(site.state_dir) as ledger:  # the version it was tried on, for the next run's decision
+        ledger.record(outcome.release_id, "canary", "note", TRIED, {"sglang_version": report.version})
     out.promote = outcome
     code = ExitCode.CANARY_PROMOTED if outcome.exit_code == ExitCode.OK else outcome.exit_code
     out.code = most_serious([out.code, code])
@@ -245,10 +276,10 @@ def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
     """Journal, metrics, webhook: each best-effort after the run, never changing its outcome."""
     release = out.watch.release if out.watch else None
     summary = "; ".join(line.strip() for line in out.lines[:4]) or f"{site.name}: {out.verdict}"
-    journal_send.send(summary, priority="info" if out.code in (ExitCode.OK, ExitCode.CANARY_PROMOTED) else "warning",
+    journal_send.send(summary, priority="info" if out.code in QUIET else "warning",
                       fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
                               "DEPLOYCTL_RELEASE": str(release.id) if release else "",
-                              "DEPLOYCTL_EXIT_CODE": str(out.code)})
+                              "DEPLOYCTL_EXIT_CODE": str(out.code), **(out.rollback.journal_fields() if out.rollback else {})})
     if metrics_dir is not None:
         try:
             textfile.write(metrics_dir, _metrics(site, out))
@@ -258,7 +289,7 @@ def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
     if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
         payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
                    "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines,
+                   "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
                    "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
         try:
             secret = webhook.read_secret(hook.secret_file)
@@ -277,14 +308,16 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
         tok = level_means(w.result, "output_tok_s")
     if w is not None and w.verdict is not None and w.verdict.verdict is not None:
         change = {lv.concurrency: pct for lv in w.verdict.verdict.levels if (pct := _change_pct(lv)) is not None}
-    degraded, rolled_back = (0, 0)
+    degraded, rolled_back, restored = (0, 0, 0)
     try:
         with Ledger.open(site.state_dir) as ledger:
-            degraded, rolled_back = ledger_totals(ledger, site.name)
+            degraded, rolled_back, restored = ledger_totals(ledger, site.name)
     except DeployctlError:
         pass  # the run's own outcome is already recorded; the counters wait for the next run
-    live = out.promote.release_id if out.code == ExitCode.CANARY_PROMOTED and out.promote else (w.release.id if w else None)
+    changed = out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote
+    live = out.promote.release_id if changed and out.promote else (w.release.id if w else None)
     return textfile.CanaryMetrics(
         deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
-        live_unit_hash=w.release.unit_hash if w else None, tok_s=tok, change_pct=change,
-        degradations=degraded, rollbacks=rolled_back)
+        live_unit_hash=out.promote.plan.candidate_hash if changed and out.promote else (w.release.unit_hash if w else None),
+        tok_s=tok, change_pct=change,
+        degradations=degraded, rollbacks=rolled_back, degraded_rollbacks=restored)

@@ -89,7 +89,7 @@ async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> P
                 return [f"release {target.id} is what runs already (release {live.id}): nothing to do"]
             known = site.unit_files().known_good(site.unit)
             assert known is not None
-            plan = site.plan_for(f"release {target.id} ({target.profile or 'unnamed'})", _text_of(site, target),
+            plan = site.plan_for(f"release {target.id} ({target.profile or 'unnamed'})", text_of(site, target),
                                  known.text, candidate_hash=target.unit_hash)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="rollback", profile=target.profile, unit_name=site.unit,
@@ -112,7 +112,7 @@ def _target(ledger: Ledger, site: Site, live: Release, to: int | None) -> Releas
     return ledger.get(live.previous_id)
 
 
-def _text_of(site: Site, release: Release) -> str:
+def text_of(site: Site, release: Release) -> str:
     """The release's unit text; a redacted one is re-rendered from the inventory if that gives the same hash."""
     if not release.redacted:
         return release.unit_text

@@ -111,8 +111,9 @@ class CanaryPolicy(_Strict):
                                                      r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$")
     # The watch's levels (a subset of bench.concurrency keeps it short); None: all of them.
     levels: list[int] | None = Field(default=None, min_length=1)
-    # Rolling back on a degraded watch is not built yet: a degraded live release alerts.
-    on_degraded: Literal["alert"] = "alert"
+    # A degraded live release alerts; "rollback" also tries the release it replaced and keeps that one only
+    # if it measures better now (deployctl.judge.improvement), inside the window.
+    on_degraded: Literal["alert", "rollback"] = "alert"
     # A step in the watch series at least this large (a drop) marks the release degraded.
     change_min_pct: float = Field(default=2.0, gt=0)
     change_max_pvalue: float = Field(default=0.001, gt=0, lt=1)

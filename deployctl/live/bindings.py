@@ -134,8 +134,12 @@ class LiveStartup:
 
 
 class LiveJudge:
-    def __init__(self, policy: Policy) -> None:
+    """The judge's verdicts; ``improvement=True`` (the canary's rollback of a degraded release) keeps a
+    candidate only if it is better now (``deployctl.judge.improvement``), not merely not worse."""
+
+    def __init__(self, policy: Policy, *, improvement: bool = False) -> None:
         self.policy = policy
+        self.improvement = improvement
 
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         from deployctl.judge.gates import check_startup_gates
@@ -149,6 +153,10 @@ class LiveJudge:
         from deployctl.judge.verdict import judge
 
         verdict = judge(baseline, candidate, self.policy.judge, noise)
+        if self.improvement:
+            from deployctl.judge.improvement import improvement_verdict
+
+            verdict = improvement_verdict(verdict, baseline, candidate, self.policy.judge)
         rows = tuple(
             LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
                      _change(lv), lv.state, lv.reason)
@@ -216,14 +224,14 @@ def _finding(f: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def live_adapters(site: Site, profile: str | None, progress: Progress | None = None,
-                        *, preflight: bool = True, guard: Guard | None = None) -> AsyncIterator[Adapters]:
+async def live_adapters(site: Site, profile: str | None, progress: Progress | None = None, *, preflight: bool = True,
+                        guard: Guard | None = None, improvement: bool = False) -> AsyncIterator[Adapters]:
     systemd = await site.endpoint.connect()
     try:
         yield Adapters(
             units=LiveUnits(systemd, site),
             bench=LiveBench(site, systemd, getattr(progress, "detail", None)),
-            judge=LiveJudge(site.policy),
+            judge=LiveJudge(site.policy, improvement=improvement),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),
             progress=progress or QuietProgress(),

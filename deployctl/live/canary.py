@@ -16,18 +16,22 @@ from deployctl.judge.verdict import judge
 from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
-from deployctl.promote.canary import Judged
-from deployctl.promote.evidence import bench_key
+from deployctl.promote.canary import Judged, version_identity
+from deployctl.promote.evidence import bench_key, version_key
 from deployctl.promote.records import Release
+from deployctl.startup.report import StartupReport
 
 WATCH = "watch"
+TRIED = "tried"  # the canary's note on a release it started: the version identity it decided on
+ROLLBACK_KIND = "canary-rollback"  # a degraded live release's trial of the release before it
 JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_failed")
 
 
 @dataclass(frozen=True)
 class WatchReport:
     release: Release
-    sglang_version: str | None
+    sglang_version: str | None  # as the startup log states it (the stored measurements' column)
+    version: str  # the version identity (deployctl.promote.canary.version_identity): never None
     healthy: bool
     verdict: WatchVerdict | None  # None when the server was not healthy (nothing measured)
     result: BenchResult | None
@@ -51,7 +55,9 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
     version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
         ledger.record(live.id, "canary", "note", WATCH, {"health": Health.DEGRADED.value, "healthy": False})
-        return WatchReport(live, version, False, None, None, None, "")
+        return WatchReport(live, version, version_identity(version_key(None, report)), False, None, None, None, "")
+    facts = await adapters.host.server_facts(site.url)
+    identity = version_identity(version_key(facts.sglang_version, report))
     reference, reference_from = _reference(ledger, site, live, version)
     levels = policy.canary.levels
     if reference is not None and levels:
@@ -73,8 +79,8 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                       host=site.host, sglang_version=version)
-    ledger.record(live.id, "canary", "note", WATCH, _detail(verdict, reference_from))
-    return WatchReport(live, version, True, verdict, result, reference, reference_from)
+    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity})
+    return WatchReport(live, version, identity, True, verdict, result, reference, reference_from)
 
 
 def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
@@ -108,17 +114,32 @@ def _detail(verdict: WatchVerdict, reference_from: str) -> dict[str, Any]:
 
 def judged_promotes(ledger: Ledger, deployment: str) -> list[Judged]:
     """Finished promotes whose candidate was judged (or refused): what the canary never retries unchanged."""
-    return [
-        Judged(r.id, r.unit_hash, (r.startup or r.baseline_startup or {}).get("sglang_version"), r.result or "")
-        for r in ledger.history(deployment, limit=10_000)
-        if r.kind == "promote" and r.finished and r.result in JUDGED_RESULTS
-    ]
+    return [_judged(ledger, r) for r in ledger.history(deployment, limit=10_000)
+            if r.kind == "promote" and r.finished and r.result in JUDGED_RESULTS]
 
 
-def ledger_totals(ledger: Ledger, deployment: str) -> tuple[int, int]:
-    """(degraded watches, candidates rolled back) of ``deployment``, for the metrics' counters."""
+def rollback_trials(ledger: Ledger, live: Release) -> list[Judged]:
+    """The canary's finished trials of an earlier release on behalf of the degraded ``live`` release."""
+    return [_judged(ledger, r) for r in ledger.history(live.deployment, limit=10_000)
+            if r.kind == ROLLBACK_KIND and r.previous_id == live.id and r.finished]
+
+
+def _judged(ledger: Ledger, release: Release) -> Judged:
+    """The version identity a release was judged on: the canary's note when the canary started it, else its
+    stored baseline's fingerprint (an operator's promote), else what its startup logs said."""
+    noted = next((e.detail.get("sglang_version") for e in ledger.events(release.id) if e.name == TRIED), None)
+    fingerprints = [b.fingerprint.sglang_version for b in ledger.benches(release.id)
+                    if b.role == "baseline" and b.fingerprint is not None]
+    logs = [version_key(None, StartupReport.from_dict(d)) for d in (release.baseline_startup, release.startup) if d]
+    return Judged(release.id, release.unit_hash, version_identity(noted, *fingerprints, *logs), release.result or "")
+
+
+def ledger_totals(ledger: Ledger, deployment: str) -> tuple[int, int, int]:
+    """(degraded watches, candidates rolled back, degraded releases the canary rolled back) of ``deployment``,
+    for the metrics' counters."""
     releases = ledger.history(deployment, limit=10_000)
     degraded = sum(1 for r in releases for e in ledger.events(r.id)
                    if e.name == WATCH and e.detail.get("health") == Health.DEGRADED.value)
     rolled_back = sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive"))
-    return degraded, rolled_back
+    restored = sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept")
+    return degraded, rolled_back, restored

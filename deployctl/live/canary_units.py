@@ -80,9 +80,9 @@ def canary_service(paths: Paths, stop_s: int) -> str:
         "\n[Service]\n"
         "Type=oneshot\n"
         f"ExecStart={paths.python} -m deployctl canary %i\n"
-        "# 4 busy (an operator's promote), 10 rejected and 11 inconclusive (rolled back, live fine), 21 promoted:\n"
-        "# verdicts, not failures. 20 degraded and 12 rollback failed leave the unit failed, for OnFailure= alerts.\n"
-        "SuccessExitStatus=4 10 11 21\n"
+        "# 4 busy (an operator's promote), 10 rejected and 11 inconclusive (rolled back, live fine), 21 promoted,\n"
+        "# 22 a degraded release rolled back to a better one: verdicts, not failures. 20 degraded and 12 rollback failed leave the unit failed, for OnFailure= alerts.\n"
+        "SuccessExitStatus=4 10 11 21 22\n"
         "# A canary that tries a candidate runs a whole promote: bounded, but generously.\n"
         "TimeoutStartSec=4h\n"
         + _common(paths, stop_s)

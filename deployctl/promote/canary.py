@@ -1,17 +1,24 @@
-"""What a canary run may do (pure): is it inside the maintenance window, and is the pending candidate
-worth a promote — different from the live unit, and this exact unit on this SGLang version not judged yet?
+"""What a canary run may do (pure): is it inside the maintenance window, is the pending candidate
+worth a promote — different from the live unit, and this exact unit on this SGLang version not judged yet —
+and, for a degraded live release under ``on_degraded: rollback``, which earlier release to try, if any?
 
 A rejected or inconclusive candidate is not tried again until its rendered unit (hash) or the server's
-version changes, so a timer never retries a known-bad candidate every few hours.
+version changes, so a timer never retries a known-bad candidate every few hours. The version is the one
+a stored baseline is keyed on (``deployctl.promote.evidence.version_key``: as the server states it, else
+the startup log's version or range); where nothing states one it is ``UNKNOWN_VERSION``, which matches
+itself, so a server that never says its version does not get the same candidate every run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Iterable
+from typing import Iterable, Mapping
+
+from deployctl.promote.records import Release
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+UNKNOWN_VERSION = "unknown"
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class Judged:
 
     release_id: int
     unit_hash: str
-    sglang_version: str | None
+    sglang_version: str  # the version identity it was judged on (UNKNOWN_VERSION when nothing said)
     result: str
 
 
@@ -46,7 +53,12 @@ def in_window(window: str | None, now: datetime) -> bool:
     return (today in days and t >= start) or (yesterday in days and t < end)
 
 
-def decide_try(profile: str | None, candidate_hash: str | None, live_hash: str | None, sglang_version: str | None,
+def version_identity(*candidates: str | None) -> str:
+    """The first version that something stated, else ``UNKNOWN_VERSION``: never None."""
+    return next((v for v in candidates if v), UNKNOWN_VERSION)
+
+
+def decide_try(profile: str | None, candidate_hash: str | None, live_hash: str | None, sglang_version: str,
                judged: Iterable[Judged], *, window: str | None, now: datetime) -> TryDecision:
     if profile is None:
         return TryDecision(False, "no pending candidate (policy.canary.profile is not set)")
@@ -54,11 +66,58 @@ def decide_try(profile: str | None, candidate_hash: str | None, live_hash: str |
         return TryDecision(False, f"the candidate {profile} is the live unit: nothing to try")
     earlier = next((j for j in judged if j.unit_hash == candidate_hash and j.sglang_version == sglang_version), None)
     if earlier is not None:
-        return TryDecision(False, f"this unit of {profile} was already tried on SGLang {sglang_version or '?'}: "
+        return TryDecision(False, f"this unit of {profile} was already tried on SGLang {sglang_version}: "
                                   f"release {earlier.release_id}, {earlier.result}; change it to try again")
     if not in_window(window, now):
         return TryDecision(False, f"outside the maintenance window ({window}): watch only")
     return TryDecision(True, f"trying {profile}: its unit differs from the live one and was not judged yet")
+
+
+@dataclass(frozen=True)
+class RollbackDecision:
+    attempt: bool
+    reason: str
+    target: Release | None = None  # the earlier release to try
+
+
+def earlier_release(live: Release, releases: Mapping[int, Release]) -> Release | None:
+    """The known-good before ``live``: the release it replaced, going further back past any with the
+    same unit (a re-adopted or re-installed copy), None when the ledger knows of none."""
+    seen = {live.id}
+    at = live.previous_id
+    while at is not None and at not in seen and at in releases:
+        release = releases[at]
+        if release.unit_hash != live.unit_hash:
+            return release
+        seen.add(at)
+        at = release.previous_id
+    return None
+
+
+def decide_rollback(on_degraded: str, live: Release, measured: bool, releases: Mapping[int, Release],
+                    tried: Iterable[Judged], sglang_version: str, *, window: str | None, now: datetime) -> RollbackDecision:
+    """Whether a degraded ``live`` release is to be judged against the release before it, now.
+
+    ``tried``: earlier such trials, each as the unit it tried on the live release's behalf (the ledger's
+    ``canary-rollback`` releases replacing ``live``): one not kept is not tried again on that version."""
+    if on_degraded != "rollback":
+        return RollbackDecision(False, "alert only (policy.canary.on_degraded: alert)")
+    if not measured:
+        return RollbackDecision(False, "the live server gave no measurement to compare an earlier release with: "
+                                       "alert only")
+    target = earlier_release(live, releases)
+    if target is None:
+        return RollbackDecision(False, f"release {live.id} replaced no release the ledger knows of: nothing to roll "
+                                       "back to, alert only")
+    before = next((t for t in tried if t.unit_hash == target.unit_hash and t.sglang_version == sglang_version), None)
+    if before is not None:
+        return RollbackDecision(False, f"release {target.id}'s unit was already judged against release {live.id} on "
+                                       f"SGLang {sglang_version} (release {before.release_id}, {before.result}): "
+                                       "no better release, alert only", target)
+    if not in_window(window, now):
+        return RollbackDecision(False, f"outside the maintenance window ({window}): alert only", target)
+    return RollbackDecision(True, f"trying release {target.id} ({target.profile or 'unnamed'}): kept only if it "
+                                  "measures better now", target)
 
 
 _EVERY = {"s": 1, "min": 60, "h": 3600, "d": 86400}

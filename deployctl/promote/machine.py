@@ -9,7 +9,8 @@
 
 The plan is made before the machine starts (the ledger records the candidate before the first step);
 ``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
-INSTALL for a rollback to an earlier release, else at PREFLIGHT (or BASELINE without pre-flight).
+INSTALL for a rollback to an earlier release (or a candidate whose baseline was measured before), else
+at PREFLIGHT (or BASELINE without pre-flight).
 ``next_action(state)`` says what to do next (``None`` once terminal); the runner does it and feeds the
 outcome to ``advance(state, outcome)``. Every path, including "the rollback fails", is a sequence of
 plain values (``deployctl.promote.steps``), so tests drive it with scripted outcomes. The state
@@ -72,12 +73,15 @@ _ACTIONS = {
 }
 
 
-def start(limits: Limits = Limits(), *, unchanged: bool = False) -> State:
-    """The first state of a promote whose plan says whether the candidate changes anything."""
+def start(limits: Limits = Limits(), *, unchanged: bool = False, measured: bool = False) -> State:
+    """The first state of a promote whose plan says whether the candidate changes anything.
+
+    ``measured``: the baseline is already in the evidence (the canary's watch of a degraded live release,
+    measured just now), so the promote begins at INSTALL and still benchmarks and judges the candidate."""
     if unchanged:
         return State(phase=Phase.DONE, limits=limits, result=Result.UNCHANGED,
                      reasons=("the candidate renders to the unit already installed",))
-    if not limits.evaluate:
+    if not limits.evaluate or measured:
         return State(phase=Phase.INSTALL, limits=limits)
     return State(phase=Phase.PREFLIGHT if limits.preflight else Phase.BASELINE, limits=limits)
 

@@ -15,10 +15,10 @@ from aiohttp import web
 from deployctl.sim import cli, startup
 from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.engine import Engine
-from deployctl.sim.faults import FaultSpecError, parse_faults
+from deployctl.sim.faults import parse_faults
 from deployctl.sim.resolve import Resolved, resolve
 from deployctl.sim.server import ServerState, access_logger, build_app
-from deployctl.sim.throughput import build as build_perf
+from deployctl.sim.throughput import build as build_perf, parse_swing
 from deployctl.sim.world import host_from_env, world
 
 
@@ -63,7 +63,8 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
     parsed = cli.parse(version, argv)
     try:
         faults = parse_faults(env.get("SGLANG_SIM_FAULT"))
-    except FaultSpecError as exc:
+        parse_swing(env.get("SGLANG_SIM_SWING"))  # refused before startup, as a bad fault spec is
+    except ValueError as exc:  # FaultSpecError included
         print(exc, file=sys.stderr)
         _die(2)
     host = host_from_env(env)

@@ -60,6 +60,7 @@ class Engine:
         self.simulated_s = 0.0
         self._drift = 1.0
         self._drift_until = 0.0
+        self.submitted = 0     # generation requests so far: SGLANG_SIM_SWING turns on this count
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.chunked_prefill = max(chunked_prefill, 1) if chunked_prefill > 0 else 1 << 30
@@ -85,6 +86,7 @@ class Engine:
                 pass
 
     def submit(self, req: Request) -> None:
+        self.submitted += 1
         self.waiting.append(req)
         if self._kick is not None and not self._kick.done():
             self._kick.set_result(None)
@@ -120,7 +122,7 @@ class Engine:
                 dt = self.perf.prefill_s(sum(r.prompt_tokens for r in admitted))
             else:
                 dt = self.perf.decode_step_s(len(self.running))
-            dt /= self._drift_factor(dt)
+            dt /= self._drift_factor(dt) * self._swing_factor()
             vt += dt
             self.simulated_s += dt
             delay = t0 + vt / self.time_scale - loop.time()
@@ -179,6 +181,13 @@ class Engine:
             self._drift = math.exp(self.rng.gauss(0.0, self.perf.drift_sigma))
             self._drift_until = self._busy_clock + self.perf.drift_period_s
         return self._drift
+
+    def _swing_factor(self) -> float:
+        """SGLANG_SIM_SWING: the factor of the block of requests the latest submitted one belongs to."""
+        swing, every = self.perf.swing, self.perf.swing_every
+        if not swing or not self.submitted:
+            return 1.0
+        return swing[(self.submitted - 1) // every % len(swing)]
 
     def kv_tokens_used(self) -> int:
         return sum(r.prompt_tokens + r.generated for r in self.running)

@@ -23,6 +23,8 @@ class PerfModel:
     power_factor: float
     drift_sigma: float = 0.0                # within-run noise: a new factor every drift_period_s simulated
     drift_period_s: float = 10.0
+    swing: tuple[float, ...] = ()           # SGLANG_SIM_SWING: factors taken in turn, swing_every requests each
+    swing_every: int = 0
 
     def aggregate(self, batch: int) -> float:
         """Aggregate decode tokens/s at this batch size (linear between calibration points)."""
@@ -46,6 +48,24 @@ class PerfModel:
         occupancy = min(1.0, 0.55 + 0.45 * batch / 64)
         loaded = self.idle_w + (self.load_w - self.idle_w) * busy * occupancy
         return max(self.idle_w, min(self.power_limit_w, loaded * self.power_factor)) if busy > 0 else self.idle_w
+
+
+def parse_swing(spec: str | None) -> tuple[int, tuple[float, ...]]:
+    """SGLANG_SIM_SWING ``'8:1,0.5,0.25'`` → ``(8, (1.0, 0.5, 0.25))``; unset or empty → ``(0, ())``.
+
+    A server whose speed swings from one batch of requests to the next (a noisy neighbour, throttling),
+    deterministically: a test can make a candidate's trials as far apart as it needs, whatever the host."""
+    if not spec:
+        return 0, ()
+    every, _, factors = spec.partition(":")
+    try:
+        n, values = int(every), tuple(float(f) for f in factors.split(","))
+    except ValueError:
+        n, values = 0, ()
+    if n < 1 or not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"SGLANG_SIM_SWING: cannot read {spec!r}; use <requests>:<factor>,<factor>,… "
+                         "with positive numbers, e.g. 8:1,0.5,0.25")
+    return n, values
 
 
 def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: float, cuda_graph: bool,
@@ -79,8 +99,10 @@ def build(model: Mapping, env: Mapping[str, str], idle_w: float, power_limit_w: 
     # the calibration tables include speculative decoding where the preset's reference run used it
     gain = 1.0 if speculative else float(perf.get("speculative_gain", 1.0))
     points = tuple(sorted((int(b), float(t) / gain) for b, t in perf["decode_agg_tok_s"].items()))
+    swing_every, swing = parse_swing(env.get("SGLANG_SIM_SWING"))
     return PerfModel(points=points, prefill_tok_s=float(perf["prefill_tok_s"]),
                      accept_length=float(perf["accept_length"]) if speculative else 1.0,
                      factor=factor, idle_w=idle_w, load_w=float(perf["load_power_w"]),
                      power_limit_w=power_limit_w, power_factor=power,
-                     drift_sigma=sigma * w["effects"]["drift_share"], drift_period_s=w["effects"]["drift_period_s"])
+                     drift_sigma=sigma * w["effects"]["drift_share"], drift_period_s=w["effects"]["drift_period_s"],
+                     swing=swing, swing_every=swing_every)

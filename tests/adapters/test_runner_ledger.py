@@ -24,7 +24,7 @@ from deployctl.judge.outcome import Outcome
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import JudgeResult, StartOutcome
+from deployctl.promote.evidence import JudgeResult
 
 
 def _begin(ledger: Ledger) -> tuple[int, int]:
@@ -47,8 +47,8 @@ def _seen(state_dir: Path, release_id: int) -> tuple[str | None, tuple[str, str,
 class WitnessUnits(FakeUnits):
     """Checks, at each side effect, that the ledger already holds its intent."""
 
-    def __init__(self, state_dir: Path, release_id: list[int], starts: Sequence[StartOutcome] | None = None) -> None:
-        super().__init__(*(() if starts is None else (starts,)))
+    def __init__(self, state_dir: Path, release_id: list[int]) -> None:
+        super().__init__()
         self.state_dir, self.release_id = state_dir, release_id
         self.seen: list[tuple[str | None, Any]] = []
 

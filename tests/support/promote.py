@@ -10,6 +10,7 @@ from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialR
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
 from deployctl.promote.evidence import Plan, StartOutcome
 from deployctl.startup.parser import StartupReport
+from deployctl.units.stamp import unit_hash
 
 POLICY = Policy(bench=BenchPolicy(concurrency=[1, 64]), judge=JudgePolicy(min_trials=1), verify_concurrency=[1])
 
@@ -43,10 +44,14 @@ def bench(tok_s: Mapping[int, float], trials: int = 1, ok: int = 4, spread: floa
     return BenchResult("http://x", "m", 1000, 1000, 0.0, levels)
 
 
+KNOWN_GOOD_TEXT = "[Service]\nExecStart=/x\n"
+CANDIDATE_TEXT = "[Service]\nExecStart=/x --new\n"
+
+
 def plan(**kw: Any) -> Plan:
     args = dict(deployment="qwen", profile="candidate", unit_name="sglang-qwen.service",
-                candidate_text="[Service]\nExecStart=/x --new\n", candidate_hash="new",
-                known_good_text="[Service]\nExecStart=/x\n", known_good_hash="old", url="http://127.0.0.1:1",
+                candidate_text=CANDIDATE_TEXT, candidate_hash=unit_hash(CANDIDATE_TEXT),
+                known_good_text=KNOWN_GOOD_TEXT, known_good_hash=unit_hash(KNOWN_GOOD_TEXT), url="http://127.0.0.1:1",
                 policy=POLICY, host="h1")
     args.update(kw)
     return Plan(**args)

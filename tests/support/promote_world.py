@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import pytest
 import yaml
 from support.clirun import free_port
 
@@ -39,6 +41,25 @@ def make_inventory(path: Path) -> dict[str, Any]:
     glm5["profiles"]["hangs"]["env"] = {"SGLANG_SIM_FAULT": "hang:load"}
     data["policy"] = POLICY
     path.write_text(yaml.safe_dump(data))
+    return data
+
+
+# Serves at a thousandth of the speed: its benchmark lasts long enough to kill the controller in it.
+SLOW_PROFILE = {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.001"}}
+
+
+def one_deployment(name: str, profiles: dict[str, Any] | None = None, policy: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The demo inventory cut to deployment ``name`` and its host, on the fast simulator and a free port,
+    with ``profiles`` added and ``policy`` laid over the small one."""
+    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
+    dep = data["deployments"][name]
+    data["deployments"] = {name: dep}
+    data["hosts"] = {dep["host"]: data["hosts"][dep["host"]]}
+    dep["port"] = free_port()
+    dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
+    dep["profiles"].update(profiles or {})
+    data["policy"] = {**POLICY, **(policy or {})}
     return data
 
 
@@ -110,3 +131,14 @@ def installed_profile(box: Sandbox, unit: str) -> str:
     text = (box.unit_dir / unit).read_text()
     assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float) -> Any:
+    """``check()``'s first truthy answer, polled; the test fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    pytest.fail(f"{what}: not within {timeout_s:g} s")

@@ -7,9 +7,10 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from support.promote import READY, bench, startup
+from support.promote import READY, bench, plan, startup
 
 from deployctl.bench.result import BenchResult
+from deployctl.errors import SystemdError, UnitNotFound
 from deployctl.judge.outcome import Outcome
 from deployctl.live.protocols import Adapters
 from deployctl.promote.evidence import (
@@ -22,33 +23,83 @@ from deployctl.promote.evidence import (
     StartOutcome,
 )
 from deployctl.startup.parser import StartupReport
+from deployctl.units.stamp import unit_hash
 
 
 class FakeUnits:
-    def __init__(self, starts: Sequence[StartOutcome] = (READY, READY, READY), install_error: Exception | None = None):
+    """systemd and the unit files as the runner's ``Units`` sees them, in memory, faithful to ``LiveUnits``:
+    a persisted unit per name (/etc), a trial over it (/run), the backup a persist makes of what it replaced,
+    and whether the unit runs. tests/system/test_units_contract.py runs the same scenarios on both.
+
+    A restart starts the trial if there is one, else the persisted unit, and ends as that unit's text does:
+    ``outcomes`` by text (a known-good whose port is held, a candidate that crashes), READY otherwise. The
+    host starts with ``installed`` (default: the plan's known-good unit) and ``trials`` (default: none)."""
+
+    def __init__(self, install_error: Exception | None = None, *, installed: Mapping[str, str] | None = None,
+                 trials: Mapping[str, str] | None = None, outcomes: Mapping[str, StartOutcome] | None = None):
         self.calls: list[str] = []
-        self.starts = list(starts)
         self.install_error = install_error
         self.fresh: list[bool] = []
+        default = plan()
+        self.persisted = dict({default.unit_name: default.known_good_text} if installed is None else installed)
+        self.trials = dict(trials or {})
+        self.backups: dict[str, str] = {}
+        self.running: dict[str, bool] = {}
+        self.outcomes = dict(outcomes or {})
 
     async def install_trial(self, name: str, text: str) -> str:
         self.calls.append("install_trial")
         if self.install_error:
             raise self.install_error
+        self.trials[name] = text
         return f"/run/systemd/system.control/{name}"
 
     async def keep(self, name: str, candidate_hash: str) -> str:
         self.calls.append("keep")
-        return f"/etc/systemd/system/{name}"
+        trial = self.trials.get(name)
+        if trial is None:
+            if name in self.persisted and unit_hash(self.persisted[name]) == candidate_hash:
+                return f"persisted to /etc/systemd/system/{name}"  # a keep cut short after its write
+            raise SystemdError(f"no trial of {name} to keep, and the persisted unit is not the candidate",
+                               hint="the candidate is not kept; promote it again to try it")
+        if unit_hash(trial) != candidate_hash:
+            raise SystemdError(f"the trial of {name} is not the planned candidate", hint="promote the profile again")
+        self._persist(name, trial)
+        del self.trials[name]
+        return f"persisted to /etc/systemd/system/{name}"
 
     async def restore(self, name: str, known_good_text: str | None, known_good_hash: str | None) -> str:
         self.calls.append("restore")
-        return "discarded the trial"
+        done = ["removed the trial"] if self.trials.pop(name, None) is not None else []
+        current = self.persisted.get(name)
+        if known_good_hash and (current is None or unit_hash(current) != known_good_hash):
+            texts = (known_good_text, self.backups.get(name))
+            text = next((t for t in texts if t and unit_hash(t) == known_good_hash), None)
+            if text is None:
+                raise SystemdError(f"cannot find the known-good text of {name}", hint="`deployctl rollback --to ID`")
+            self._persist(name, text)
+            done.append("reinstalled the known-good unit")
+        return ", ".join(done) or "the known-good unit was in place"
 
     async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome:
         self.calls.append("restart")
         self.fresh.append(fresh_start)
-        return self.starts.pop(0)
+        text = self.installed(name)
+        if text is None:
+            raise UnitNotFound(f"{name} is not installed", hint="install its unit file, then daemon-reload")
+        outcome = self.outcomes.get(text, READY)
+        self.running[name] = outcome.ready
+        return outcome
+
+    def installed(self, name: str) -> str | None:
+        """The text a start runs: the trial's, else the persisted one."""
+        return self.trials.get(name) or self.persisted.get(name)
+
+    def _persist(self, name: str, text: str) -> None:
+        current = self.persisted.get(name)
+        if current is not None and current != text:
+            self.backups[name] = current
+        self.persisted[name] = text
 
 
 class FakeBench:

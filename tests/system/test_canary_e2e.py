@@ -13,9 +13,7 @@ import os
 import subprocess
 import sys
 import sqlite3
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Iterator
 
 import pytest
@@ -27,30 +25,9 @@ from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli
 from support.promote_world import healthy as _healthy
+from support.webhook_receiver import Hook
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
-
-
-class Hook:
-    """A webhook receiver on the loopback: every POSTed JSON body, in order."""
-
-    def __init__(self) -> None:
-        received: list[dict[str, Any]] = []
-        self.received = received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append({"body": json.loads(body), "signature": self.headers.get("X-Deployctl-Signature")})
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +67,16 @@ def _promotes(cli: Cli, deployment: str) -> list[tuple[str, str]]:
     try:
         return con.execute("SELECT profile, result FROM releases WHERE kind='promote' AND deployment=?",
                            (deployment,)).fetchall()
+    finally:
+        con.close()
+
+
+def _notes(cli: Cli, deployment: str, name: str) -> list[dict[str, Any]]:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        rows = con.execute("SELECT e.detail_json FROM events e JOIN releases r ON r.id = e.release_id "
+                           "WHERE r.deployment=? AND e.kind='note' AND e.name=? ORDER BY e.id", (deployment, name))
+        return [json.loads(detail) for (detail,) in rows.fetchall()]
     finally:
         con.close()
 
@@ -178,6 +165,12 @@ def test_a_pending_candidate_is_tried_exactly_once_across_three_runs(world):
     assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for c in codes[1:]), codes
     assert _promotes(cli, "qwen35-sim") == [("candidate", "rejected")]
     assert hook.received[-1]["body"]["verdict"] == "rejected"
+    # Keyed on the version the server states (as a stored baseline is), never null: what the later watches
+    # saw is what the try was recorded under, so they did not try it again.
+    tried = _notes(cli, "qwen35-sim", "tried")
+    watched = _notes(cli, "qwen35-sim", "watch")
+    assert len(tried) == 1 and tried[0]["sglang_version"] not in (None, "unknown")
+    assert {w["sglang_version"] for w in watched[-2:]} == {tried[0]["sglang_version"]}
     assert _healthy(data["deployments"]["qwen35-sim"]["port"])
 
 

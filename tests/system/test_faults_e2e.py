@@ -8,6 +8,8 @@ serving, or on exit 12, and the ledger, the installed unit and the exit code say
 - the ledger locked past its busy timeout mid-promote → the known-good unit is back, exit 12 naming it;
 - the known-good cannot come back (its port is held) → exit 12, ROLLBACK_FAILED in the ledger, and the
   next verbs exit 12 too until the operator has brought it back;
+- a candidate whose speed swings between trials (``SGLANG_SIM_SWING``) → exit 11 after the judge spent
+  its trial budget, the baseline kept;
 
 Each test builds its own deployment (own unit, port, inventory and state directory): no test depends on
 another's. Tiny sweeps on a time-scaled simulator keep the file well under three minutes on two cores.
@@ -73,6 +75,13 @@ class World:
 
     def release(self, release_id: int) -> sqlite3.Row:
         return self._one("SELECT * FROM releases WHERE id=?", release_id)
+
+    def bench(self, release_id: int, role: str) -> dict[str, Any]:
+        """The last benchmark of ``role`` the ledger holds for the release, as stored."""
+        row = self._one("SELECT result_json FROM benchmarks WHERE release_id=? AND role=? ORDER BY id DESC LIMIT 1",
+                        release_id, role)
+        assert row is not None, f"no {role} benchmark for release {release_id}"
+        return json.loads(row["result_json"])
 
     def last_promote(self) -> sqlite3.Row | None:
         return self._one("SELECT * FROM releases WHERE kind='promote' ORDER BY id DESC LIMIT 1")
@@ -211,7 +220,7 @@ def test_a_damaged_ledger_does_not_stop_status_from_showing_what_runs(make_world
     assert "move" in done.stderr and "ledger" in done.stderr
 
 
-# --- exit 12, produced for real ----------------------------------------------------------------------
+# --- exit 12 and exit 11, produced for real -----------------------------------------------------------
 
 
 def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
@@ -248,3 +257,43 @@ def test_a_known_good_that_cannot_come_back_is_exit_12_and_stays_12(make_world):
     back = cli("restart", "glm5-sim")
     assert back.returncode == 0, back.stdout + back.stderr
     assert healthy(world.port)
+
+
+# Inconclusive by construction, not by the host's noise: the candidate's trials of 8 requests run at full,
+# half and quarter speed (SGLANG_SIM_SWING counts its requests; no warm-up shifts the count), the baseline's
+# are steady. After two trials (1, 0.5: −29 %, 1.9 standard errors) FAIL needs 5.4 standard errors; after
+# the third the budget allows (1, 0.5, 0.25: −50 %, 1.7 se) it needs 4.2, and PASS (ruling out −19 %, twice
+# the 10 % limit) needs the candidate about twice as fast as the baseline — each far beyond what the shared
+# machine does to a trial. (Three distinct speeds, not two: of 1, 0.25, 1 the odd trial would be set aside
+# as an outlier.)
+UNSTEADY = {
+    **QUICK,
+    "bench": {"concurrency": [2], "input_tokens": 32, "output_tokens": 32, "requests_per_level": 8,
+              "warmup_requests": 0},
+    "judge": {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 10},
+}
+
+
+def test_a_candidate_whose_speed_swings_is_inconclusive_exit_11_and_the_baseline_stays(make_world):
+    world = make_world(UNSTEADY, {"unsteady": {
+        "description": "its speed swings between batches of requests", "extends": "baseline",
+        "env": {"SGLANG_SIM_SWING": "8:1,0.5,0.25"}}})
+    live_before = world.live_release()
+    out = world.cli.json("promote", "unsteady", "-d", "glm5-sim", "--skip-preflight", expect=ExitCode.INCONCLUSIVE)
+    assert out["result"] == "inconclusive" and out["verdict"] == "INCONCLUSIVE", out
+
+    release = world.release(out["release"])
+    assert release["result"] == "inconclusive" and release["verdict"] == "INCONCLUSIVE"
+    assert release["finished_at"] is not None and release["live"] == 0
+    reasons = " ".join(json.loads(release["reasons_json"]))
+    assert "max_trials 3 reached" in reasons and "the policy keeps the baseline" in reasons, reasons
+    # The judge asked for the third trial before it gave up: all three are in the ledger, swung apart.
+    candidate = world.bench(out["release"], "candidate")
+    [level] = candidate["levels"]
+    speeds = [t["output_tok_s"] for t in level["trials"]]
+    assert len(speeds) == 3 and min(speeds) < 0.6 * max(speeds), speeds
+
+    live = world.live_release()
+    assert live["id"] == (live_before["id"] if live_before else release["previous_id"])
+    assert unit_hash(world.installed()) == live["unit_hash"], "the installed unit is not the live release's"
+    assert world.profile() == "baseline" and healthy(world.port)

@@ -15,11 +15,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 from support.clirun import free_port
+from support.promote_world import SLOW_PROFILE, one_deployment, wait_for
 from support.sshd import Sshd, make_keys, start_sshd
 
 from deployctl.errors import ExitCode
@@ -32,27 +33,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEP = "glm5-sim"
 UNIT = "sglang-glm5-sim.service"
 OPERATION_UNIT = "deployctl-promote-glm5-sim.service"
-FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
-POLICY: dict[str, Any] = {
-    "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,
-              "warmup_requests": 1},
-    "judge": {"min_trials": 2, "max_trials": 5, "baseline_trials": 3, "limit_pct": 10},
-    "gates": {"startup_timeout_s": 8},
-    "verify_concurrency": [2],
-}
 
 
 def make_inventory(path: Path, **policy: Any) -> Path:
-    data = yaml.safe_load((REPO / "inventory" / "demo.yaml").read_text())
-    dep = data["deployments"][DEP]
-    data["deployments"] = {DEP: dep}
-    data["hosts"] = {dep["host"]: data["hosts"][dep["host"]]}
-    dep["port"] = free_port()
-    dep["profiles"]["baseline"].setdefault("env", {}).update(FAST_SIM)
-    # Serves at a thousandth of the speed: its benchmark lasts long enough to kill the runner in it.
-    dep["profiles"]["slow"] = {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.001"}}
-    data["policy"] = {**POLICY, **policy}
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(one_deployment(DEP, {"slow": SLOW_PROFILE}, policy)))
     return path
 
 
@@ -107,16 +91,6 @@ def last_release(box: Sandbox, state_dir: Path) -> dict[str, Any] | None:
     """The newest promote in the ledger, read on the host (where its WAL and locks are)."""
     done = box.run([sys.executable, "-c", _LAST_RELEASE, str(state_dir)], timeout=30, check=True)
     return json.loads(done.stdout)
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    pytest.fail(f"{what}: not within {timeout_s:g} s")
 
 
 @pytest.fixture

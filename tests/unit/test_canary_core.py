@@ -98,7 +98,48 @@ def test_the_most_serious_outcome_is_the_exit_code():
     assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
     assert most_serious([ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.OK]) == ExitCode.CANARY_DEGRADED
     assert most_serious([ExitCode.REJECTED, ExitCode.ROLLBACK_FAILED]) == ExitCode.ROLLBACK_FAILED
+    # Still degraded somewhere is more serious than degraded and fixed.
+    assert most_serious([ExitCode.CANARY_ROLLED_BACK, ExitCode.CANARY_DEGRADED]) == ExitCode.CANARY_DEGRADED
+    assert most_serious([ExitCode.CANARY_ROLLED_BACK, ExitCode.REJECTED]) == ExitCode.CANARY_ROLLED_BACK
     assert most_serious([ExitCode.OK, 99]) == 99
     codes = {ExitCode.OK, ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_PROMOTED, ExitCode.REJECTED,
-             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED}
+             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_ROLLED_BACK}
     assert len({VERDICT[c] for c in codes}) == len(codes)  # every outcome its own word, and its own code
+
+
+def test_the_candidate_is_keyed_on_the_version_identity_a_baseline_is_reused_on():
+    from deployctl.promote.canary import UNKNOWN_VERSION, version_identity
+    from deployctl.promote.evidence import version_key
+    from deployctl.startup.report import StartupReport
+
+    range_only = StartupReport("ready", sglang_version_range="0.5.1 … 0.5.8.post1")
+    # As the server states it, else the log's version or range: never None.
+    assert version_identity(version_key("0.5.9", range_only)) == "0.5.9"
+    assert version_identity(version_key(None, range_only)) == "0.5.1 … 0.5.8.post1"
+    assert version_identity(version_key(None, None)) == UNKNOWN_VERSION
+    judged = [Judged(7, "h", "0.5.9", "rejected"), Judged(8, "g", UNKNOWN_VERSION, "inconclusive")]
+    args = dict(window=None, now=NOW)
+    assert not decide_try("c", "h", "live", version_identity(version_key("0.5.9", None)), judged, **args).attempt
+    upgraded = version_identity(version_key("0.5.10", range_only))
+    assert decide_try("c", "h", "live", upgraded, judged, **args).attempt  # an upgrade re-tries it
+    # A server that never says its version does not get the same candidate on every run.
+    assert not decide_try("c", "g", "live", version_identity(None), judged, **args).attempt
+
+
+def test_the_version_a_promote_was_judged_on_comes_from_the_canary_then_the_fingerprint_then_the_logs():
+    from deployctl.adapters.ledger import Ledger
+    from deployctl.judge.reuse import BaselineFingerprint
+    from deployctl.live.canary import TRIED, judged_promotes
+    from deployctl.startup.report import StartupReport
+
+    ledger = Ledger.in_memory()
+    base = dict(deployment="d", kind="promote", unit_name="u.service", unit_text="[Service]\n", who="t")
+    ids = [ledger.begin_release(**base, unit_hash=h) for h in ("a", "b", "c", "d")]
+    ledger.record(ids[0], "canary", "note", TRIED, {"sglang_version": "0.5.9"})
+    ledger.save_bench(ids[1], "baseline", _empty_result(), unit_hash="x", bench_key="k", sglang_version=None,
+                      fingerprint=BaselineFingerprint("x", "k", sglang_version="0.5.10"))
+    ledger.save_startup(ids[2], "baseline", StartupReport("ready", sglang_version_range="0.5.10 or newer"))
+    for rid in ids:
+        ledger.finish(rid, result="rejected", verdict="FAIL", reasons=[])
+    assert [(j.unit_hash, j.sglang_version) for j in sorted(judged_promotes(ledger, "d"), key=lambda j: j.unit_hash)] \
+        == [("a", "0.5.9"), ("b", "0.5.10"), ("c", "0.5.10 or newer"), ("d", "unknown")]

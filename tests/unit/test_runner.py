@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from support.promote import READY, bench, memory_ledger, plan, startup
+from support.promote import bench, memory_ledger, plan, startup
 from support.runner_fakes import (
     KNOWN_HOST, FakeBench, FakeHost, FakeJudge, FakePreflight, FakeUnits, adapters, with_trials,
 )
@@ -66,7 +66,7 @@ async def test_startup_gate_failure_rolls_back_without_benchmarking_the_candidat
     bench_ = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})])
     a = adapters(judge=FakeJudge(gates=gate), bench_=bench_)
     cand = StartOutcome(True, "ready", startup=startup(26), wait_s=1.0)
-    a.units = FakeUnits([cand, READY])
+    a.units = FakeUnits(outcomes={plan().candidate_text: cand})
     out, prev, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.REJECTED
     assert a.units.calls == ["install_trial", "restart", "restore", "restart"]
@@ -80,7 +80,7 @@ async def test_startup_gate_failure_rolls_back_without_benchmarking_the_candidat
 async def test_crash_on_start_is_rejected_with_the_servers_reason(ledger):
     crash = StartOutcome(False, "crashed", "exit status 2: unrecognized arguments: --enable-bogus")
     a = adapters(bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})]))
-    a.units = FakeUnits([crash, READY])
+    a.units = FakeUnits(outcomes={plan().candidate_text: crash})
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.REJECTED
     assert any("unrecognized arguments: --enable-bogus" in r for r in out.state.reasons)
@@ -89,7 +89,7 @@ async def test_crash_on_start_is_rejected_with_the_servers_reason(ledger):
 async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
     down = StartOutcome(False, "crashed", "exit status 1")
     a = adapters(judge=FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −87 %",))]))
-    a.units = FakeUnits([READY, down, down])
+    a.units = FakeUnits(outcomes={plan().known_good_text: down})
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED
     assert a.units.fresh == [False, False, True]
@@ -130,8 +130,8 @@ def _spread(values: list[float]) -> BenchResult:
 async def test_the_hosts_learned_noise_sizes_the_baseline_in_two_stages_and_reaches_the_judge(ledger, history, top_up):
     p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
     earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
-                                   unit_text="old", unit_hash="old", who="t", finished=True)
-    ledger.save_bench(earlier, "baseline", _spread(history), unit_hash="old", bench_key=bench_key(p.policy), host=p.host)
+                                   unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
+    ledger.save_bench(earlier, "baseline", _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
     pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
     a = adapters(bench_=FakeBench([pilot] + ([bench({1: 121, 64: 1490})] if top_up else [])
                                   + [bench({1: 121, 64: 1510}), bench({1: 120})]))
@@ -153,14 +153,14 @@ async def test_preflight_errors_refuse_before_touching_anything(ledger):
 
 async def test_unchanged_candidate_does_nothing(ledger):
     a = adapters()
-    p = plan(candidate_hash="old")
+    p = plan(candidate_hash=plan().known_good_hash)
     out, _, _ = await _run(ledger, a, p=p, state=m.start(unchanged=p.unchanged))
     assert out.state.result is m.Result.UNCHANGED and a.units.calls == []
 
 
 async def test_adapter_errors_become_failures_and_roll_back(ledger):
     a = adapters(bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 120})]))
-    a.units = FakeUnits([READY], install_error=SystemdError("cannot write /run/…: read-only", hint="check mounts"))
+    a.units = FakeUnits(install_error=SystemdError("cannot write /run/…: read-only", hint="check mounts"))
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.REJECTED
     assert any("read-only" in r and "check mounts" in r for r in out.state.reasons)
@@ -206,7 +206,7 @@ async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_
     assert note.detail["reuse"]["reused_from"] == first.release_id and note.detail["confirmation_s"] >= 0
     assert "baseline: reused the measurement of release" in note.detail["reason"]
     # a reused row is never itself reused (its age is the original's), nor learned from twice
-    assert ledger.stored_baseline(unit_hash="old", bench_key=bench_key(plan().policy), host="h1").release_id \
+    assert ledger.stored_baseline(unit_hash=plan().known_good_hash, bench_key=bench_key(plan().policy), host="h1").release_id \
         == first.release_id
 
 

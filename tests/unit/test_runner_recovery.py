@@ -24,7 +24,7 @@ def _dead_promote(ledger, phase, result=None):
     rid = ledger.begin_release(deployment="qwen", kind="promote", unit_name=p.unit_name, unit_text=p.candidate_text,
                                unit_hash=p.candidate_hash, who="t", profile="candidate", previous_id=prev, pid=999999)
     ledger.save_state(rid, m.State(phase=phase, result=result).to_dict())
-    ledger.save_bench(rid, "baseline", bench({1: 120.0}), unit_hash="old", bench_key="k")
+    ledger.save_bench(rid, "baseline", bench({1: 120.0}), unit_hash=p.known_good_hash, bench_key="k")
     return prev, rid
 
 
@@ -57,7 +57,7 @@ async def test_death_before_any_change_only_closes_the_record(ledger):
 
 async def test_death_during_keep_finishes_the_keep(ledger):
     _, rid = _dead_promote(ledger, m.Phase.KEEP, result=m.Result.KEPT)
-    a = adapters()
+    a = adapters(units=FakeUnits(trials={plan().unit_name: plan().candidate_text}))  # killed before the keep
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "history")
     assert a.units.calls == ["keep"] and "finished keeping candidate" in said[0].line and said[0].kept
     assert ledger.live_release("qwen").id == rid
@@ -70,14 +70,14 @@ async def test_nothing_to_recover(ledger):
 def test_recovery_plan_restores_the_release_it_was_tried_against(ledger):
     prev, rid = _dead_promote(ledger, m.Phase.BENCH)
     p = recovery_plan(ledger, ledger.get(rid), plan(known_good_text="something else", known_good_hash="zzz"))
-    assert p.known_good_hash == "old" and p.known_good_text == plan().known_good_text
-    assert p.candidate_hash == "new"
+    assert p.known_good_hash == plan().known_good_hash and p.known_good_text == plan().known_good_text
+    assert p.candidate_hash == plan().candidate_hash
 
 
 async def test_a_recovery_whose_rollback_fails_says_so_and_is_failed(ledger):
     _, rid = _dead_promote(ledger, m.Phase.BENCH)
     down = StartOutcome(False, "crashed", "address already in use")
-    a = adapters(units=FakeUnits(starts=[down, down]))
+    a = adapters(units=FakeUnits(outcomes={plan().known_good_text: down}))
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "rollback")
     assert said[0].failed and not said[0].rolled_back and "ROLLBACK FAILED" in said[0].line
     assert ledger.get(rid).result == "rollback_failed"

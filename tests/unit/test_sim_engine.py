@@ -7,6 +7,7 @@ below only, since a loaded host can stretch it without limit but the scale never
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -83,3 +84,16 @@ async def test_serving_lines_prefill_each_step_and_decode_every_interval() -> No
     assert prefill[0].startswith("TP0 Prefill batch, #new-seq: 2, #new-token: 200, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): ")
     assert len(decode) == 3
     assert decode[0].startswith("TP0 Decode batch, #running-req: 2, #token: 222, token usage: 0.00, cuda graph: True, gen throughput (token/s): ")
+
+
+async def test_swing_takes_its_factors_in_turn_per_block_of_requests() -> None:
+    # Blocks of two requests at 1, 0.5, 0.25, then 1 again: each block's model time doubles, then resets.
+    engine = Engine(replace(PERF, swing=(1.0, 0.5, 0.25), swing_every=2), max_running=2, chunked_prefill=8192,
+                    time_scale=1000)
+    times = []
+    for _ in range(4):
+        before = engine.simulated_s
+        await _serve(engine, [Request(prompt_tokens=10, max_tokens=50, stream=False) for _ in range(2)])
+        times.append(engine.simulated_s - before)
+    assert times[1] == pytest.approx(2 * times[0]) and times[2] == pytest.approx(4 * times[0])
+    assert times[3] == pytest.approx(times[0])

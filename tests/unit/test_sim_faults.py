@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deployctl.sim.faults import FaultSpecError, parse_faults
-from deployctl.sim.throughput import build
+from deployctl.sim.throughput import build, parse_swing
 from deployctl.sim.world import host_from_env, world
 
 
@@ -42,6 +42,20 @@ def test_noise_is_seedable_and_about_the_configured_sigma() -> None:
     mean = sum(factors) / len(factors)
     sigma = (sum((f - mean) ** 2 for f in factors) / len(factors)) ** 0.5
     assert 0.011 < sigma < 0.02
+
+
+def test_swing_spec_reads_requests_and_factors() -> None:
+    assert parse_swing("8:1,0.5,0.25") == (8, (1.0, 0.5, 0.25))
+    assert parse_swing(None) == parse_swing("") == (0, ())
+    model = world()["models"]["lukealonso/GLM-5-NVFP4"]
+    perf = build(model, {"SGLANG_SIM_SWING": "4:1,0.5"}, 84, 600, cuda_graph=False, speculative=False)
+    assert (perf.swing_every, perf.swing) == (4, (1.0, 0.5))
+
+
+@pytest.mark.parametrize("bad", ["8", "0:1", "8:", "8:1,-1", "x:1", "8:1,nan"])
+def test_bad_swing_spec_names_the_accepted_form(bad: str) -> None:
+    with pytest.raises(ValueError, match="<requests>:<factor>"):
+        parse_swing(bad)
 
 
 def test_host_from_env_reads_the_contract_variables() -> None:
