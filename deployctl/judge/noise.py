@@ -145,6 +145,17 @@ def baseline_top_up(
     return out
 
 
+def describe_baseline(first: Mapping[int, int], more: Mapping[int, int]) -> str:
+    """How the baseline was sized, in the operator's words: ``baseline: 2 trials a level, then C=64 +1 …``."""
+    counts = set(first.values())
+    text = "baseline: " + (f"{counts.pop()} trial(s) a level" if len(counts) == 1 else
+                           ", ".join(f"C={c} {n} trial(s)" for c, n in sorted(first.items())))
+    if more:
+        return text + (", then " + ", ".join(f"C={c} +{n}" for c, n in sorted(more.items())) +
+                       " where the first trials' spread, pooled over the levels, asked for more")
+    return text
+
+
 def _positive(value: float | None) -> bool:
     return value is not None and math.isfinite(value) and value > 0
 

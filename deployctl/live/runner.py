@@ -27,7 +27,9 @@ from typing import Any, Mapping, NoReturn, Sequence
 from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, RollbackFailed
-from deployctl.judge.noise import baseline_plan, baseline_top_up, first_stage_trials, learn_history
+from deployctl.judge.noise import (
+    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history,
+)
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.reuse import (
     BaselineFingerprint,
@@ -235,7 +237,7 @@ class Runner:
         self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
                                bench_key=fingerprint.sweep, host=self.plan.host,
                                sglang_version=report.sglang_version if report else None, fingerprint=fingerprint)
-        return m.Succeeded()
+        return m.Succeeded((describe_baseline(first, more),))
 
     def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
         """The stored baseline that may stand in for today's, else None with the reasons in the evidence."""

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.noise import aa_samples, baseline_plan, baseline_top_up, learn, learn_from, planned_trials
+from deployctl.judge.noise import (
+    aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn, learn_from, planned_trials,
+)
 from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, pool
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -119,3 +121,11 @@ def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
     known = {64: NoiseEstimate(0.02, 4)}
     learned = learn_from(known, result, "output_tok_s")
     assert learned[64] == known[64] and learned[8].df == 1
+
+
+def test_the_baseline_sizing_is_said_in_the_operators_words():
+    assert describe_baseline({1: 2, 64: 2}, {}) == "baseline: 2 trial(s) a level"
+    assert describe_baseline({1: 2, 64: 2}, {1: 1, 64: 3}) == (
+        "baseline: 2 trial(s) a level, then C=1 +1, C=64 +3 where the first trials' spread, pooled over the "
+        "levels, asked for more")
+    assert describe_baseline({1: 5, 64: 2}, {}) == "baseline: C=1 5 trial(s), C=64 2 trial(s)"

@@ -135,7 +135,9 @@ async def test_the_hosts_learned_noise_sizes_the_baseline_in_two_stages_and_reac
     pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
     a = adapters(bench_=FakeBench([pilot] + ([bench({1: 121, 64: 1490})] if top_up else [])
                                   + [bench({1: 121, 64: 1510}), bench({1: 120})]))
-    await _run(ledger, a, p=p)
+    out, _, _ = await _run(ledger, a, p=p)
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert said.startswith("baseline: 2 trial(s) a level") and ("then C=1 +3, C=64 +3" in said) == bool(top_up)
     # Learned 4 df + the first stage's 2: enough to plan on, so the first stage is min_trials a level;
     # a quiet host stops there, a noisy one tops the baseline up to max_trials before the candidate starts.
     assert a.bench.calls[0] == (None, {1: 2, 64: 2})
