@@ -24,7 +24,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.pooling import NOTHING, shared_spreads
 from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, outlier_indices, pool
-from deployctl.judge.verdict import METRICS, sweep_spreads, false_fail_per_test
+from deployctl.judge.verdict import METRICS, false_fail_per_test, sweep_spreads
 
 
 def sample_sum_of_squares(values: Sequence[float]) -> tuple[float, int]:
@@ -94,8 +94,11 @@ def first_stage_trials(
     if policy.baseline_trials is not None:
         return {c: policy.baseline_trials for c in levels}
     pilot_df = len(levels) * (policy.min_trials - 1)
-    return {c: policy.min_trials if pilot_df + min(learned[c].df if c in learned else 0, MAX_PRIOR_DF) >= MIN_PLAN_DF
-            else policy.max_trials for c in levels}
+
+    def plannable(c: int) -> bool:
+        return pilot_df + min(learned[c].df if c in learned else 0, MAX_PRIOR_DF) >= MIN_PLAN_DF
+
+    return {c: policy.min_trials if plannable(c) else policy.max_trials for c in levels}
 
 
 def baseline_plan(

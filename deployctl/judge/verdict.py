@@ -22,8 +22,9 @@ Advisory levels are reported, never decisive. GPU power and utilisation, when bo
 are shown as secondary evidence only.
 
 The baseline cannot get more trials once the candidate runs (that would mean restarting it), so the
-precision of every look rests on the baseline's trial count: ``noise.baseline_trials`` sizes it from
-the host's learned noise (docs/judge.md has the calibration). ``noise``, when given, is that learned
+precision of every look rests on the baseline's trial count: ``noise.baseline_plan`` sizes it in two
+stages from its first trials' pooled spread and the host's learned noise (docs/judge.md has the
+calibration). ``noise``, when given, is that learned
 σ per concurrency, pooled into every look of the policy's metric; the sweep's levels pool their spreads
 too (``deployctl.judge.pooling``: one relative noise level, a far noisier level judged on its own).
 """
@@ -150,7 +151,7 @@ def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int]) -> float:
 
     An unchanged candidate is failed when any decisive test fails: every critical level, each with the
     policy's metric and its latency limits. Splitting the rate evenly over them bounds the candidate's
-    (the tests share the pooled σ, which makes the bound a little conservative, never short).
+    whatever the tests' dependence (simulated over the default sweep: 0.73–0.92 % for 1 %).
     """
     critical = sum(1 for c in levels if policy.rule_for(c).role == "critical")
     checks = 1 + sum(1 for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct),

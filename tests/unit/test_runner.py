@@ -127,7 +127,7 @@ def _spread(values: list[float]) -> BenchResult:
 
 @pytest.mark.parametrize("history,top_up", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], None),
                                             ([1000.0, 1100.0, 930.0, 1060.0, 950.0], {1: 3, 64: 3})])
-async def test_the_hosts_learned_noise_sizes_the_baseline_in_two_stages_and_reaches_the_judge(ledger, history, top_up):
+async def test_learned_noise_sizes_the_baseline_in_two_stages_and_reaches_the_judge(ledger, history, top_up):
     p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
     earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
