@@ -61,7 +61,8 @@ class JudgePolicy(_Strict):
     min_trials: int = Field(default=2, ge=1)
     max_trials: int = Field(default=5, ge=1)
     # The baseline cannot be measured again once the candidate runs, so every look's precision rests on
-    # its count; the judge's calibration (docs/judge.md) assumes max_trials. None → max_trials.
+    # its count. None → two stages: min_trials, then more where their spread (pooled over the levels, with
+    # the learned noise) says so (deployctl.judge.noise.baseline_plan; docs/judge.md has the calibration).
     baseline_trials: int | None = Field(default=None, ge=1, description="trials per level of the baseline")
     levels: dict[int, LevelRule] = Field(default_factory=dict, description="per-concurrency overrides")
     ttft_p99_limit_pct: float | None = Field(default=None, gt=0)
@@ -73,10 +74,6 @@ class JudgePolicy(_Strict):
         if self.max_trials < self.min_trials:
             raise ValueError(f"max_trials ({self.max_trials}) is below min_trials ({self.min_trials})")
         return self
-
-    @property
-    def baseline_trial_count(self) -> int:
-        return self.baseline_trials if self.baseline_trials is not None else self.max_trials
 
     def rule_for(self, concurrency: int) -> LevelRule:
         rule = self.levels.get(concurrency, LevelRule())

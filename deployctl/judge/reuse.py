@@ -160,7 +160,7 @@ class ReuseAccount:
     reused_from: int  # the release whose baseline was reused
     age_s: float
     confirmation_trials: int  # run today instead of the baseline
-    baseline_trials: int  # what a fresh baseline would have run
+    baseline_trials: int  # what a fresh baseline would have run, planned from today's spread and learned σ
     trial_s: float  # seconds of one trial, as measured by the confirmation trials
 
     @property

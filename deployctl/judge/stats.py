@@ -16,6 +16,9 @@ over both sides, turned back into a relative change (``exp(x) − 1``). Why this
   load, so one relative noise level for both is the better assumption.
 - A learned noise level (``deployctl.judge.noise``) is pooled into the variance as a prior with its
   own degrees of freedom: with 2–3 trials a side the t quantile otherwise dominates the interval.
+- The other levels of the same sweep are pooled in too (``deployctl.judge.pooling``): the noise is
+  relative and about the same at every level, so a brand-new host gets the degrees of freedom of the
+  whole sweep, not of one level; a level much noisier than the others is judged on its own.
 - Sequential looks are handled by ``deployctl.judge.sequential`` (error spending over the looks); this
   interval is the one-look interval the verdict shows.
 """
@@ -49,6 +52,7 @@ class ChangeInterval:
     se: float = 0.0  # its standard error
     sigma: float = 0.0  # the pooled trial-to-trial σ of the logs
     prior_df: int = 0  # degrees of freedom of σ learned from earlier measurements
+    shared_df: int = 0  # degrees of freedom from the sweep's other levels
 
 
 # A prior worth more than this many degrees of freedom is scaled down to it: 24 df pins a t quantile
@@ -83,6 +87,30 @@ class PooledNoise:
     prior_df: int  # how much of df came from earlier measurements
 
 
+@dataclass(frozen=True)
+class Spread:
+    """Σ(log x − mean)² within each side of some trials, and its degrees of freedom."""
+
+    ss: float
+    df: int
+
+    def __add__(self, other: "Spread") -> "Spread":
+        return Spread(self.ss + other.ss, self.df + other.df)
+
+
+def spread(*sides: Sequence[float]) -> Spread:
+    """The within-side spread of the logs of positive values, each side about its own mean."""
+    ss, df = 0.0, 0
+    for values in sides:
+        if not values:
+            continue
+        logs = [math.log(v) for v in values]
+        mean = sum(logs) / len(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+    return Spread(ss, df)
+
+
 def pool(prior: NoiseEstimate | None, current_ss: float, current_df: int) -> PooledNoise | None:
     """The prior pooled with the current trials' within-side sum of squares; None with no df at all."""
     prior_df = min(prior.df, MAX_PRIOR_DF) if prior is not None else 0
@@ -99,11 +127,13 @@ def log_ratio_interval(
     confidence: float,
     *,
     prior: NoiseEstimate | None = None,
+    shared: Spread | None = None,
 ) -> ChangeInterval | None:
     """The change of ``candidate`` over ``baseline`` (positive values) with a pooled-t interval.
 
+    ``shared``: the spread of the sweep's other levels pooled into this one (``pooling.shared_spreads``).
     Returns None when there is no estimate of the noise (fewer than three values in all and no learned
-    ``prior``, so no degree of freedom is left after the two means).
+    ``prior`` or ``shared`` spread, so no degree of freedom is left after the two means).
     """
     if any(v <= 0 or not math.isfinite(v) for v in (*baseline, *candidate)):
         raise ValueError("log-ratio intervals need positive, finite values")
@@ -113,8 +143,8 @@ def log_ratio_interval(
     xb = [math.log(v) for v in baseline]
     xc = [math.log(v) for v in candidate]
     mb, mc = sum(xb) / nb, sum(xc) / nc
-    ss = sum((x - mb) ** 2 for x in xb) + sum((x - mc) ** 2 for x in xc)
-    noise = pool(prior, ss, nb + nc - 2)
+    own = spread(baseline, candidate) + (shared or Spread(0.0, 0))
+    noise = pool(prior, own.ss, own.df)
     if noise is None:
         return None
     df = noise.df
@@ -122,8 +152,10 @@ def log_ratio_interval(
     half = _t_quantile(1 - (1 - confidence) / 2, df) * se
     d = mc - mb
     test = f"pooled t on log trial values, df={df}"
-    if noise.prior_df:
-        test += f" ({noise.prior_df} of them from this host's earlier measurements)"
+    sources = ([f"{shared.df} of them from the sweep's other levels"] if shared is not None and shared.df else []) + (
+        [f"{noise.prior_df} of them from this host's earlier measurements"] if noise.prior_df else [])
+    if sources:
+        test += f" ({', '.join(sources)})"
     return ChangeInterval(
         change=math.expm1(d),
         low=math.expm1(d - half),
@@ -137,6 +169,7 @@ def log_ratio_interval(
         se=se,
         sigma=noise.sigma,
         prior_df=noise.prior_df,
+        shared_df=shared.df if shared is not None else 0,
     )
 
 

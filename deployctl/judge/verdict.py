@@ -7,7 +7,8 @@ its confidence interval, the test used and a reason in the operator's words, e.g
 Per level (the baseline's levels; the trial is the unit of replication, ``deployctl.judge.stats``):
 
 - FAIL    "no regression" is rejected at the sequential boundary of this look (``policy.false_fail``
-          spent over the looks) and the estimate is beyond the limit;
+          split over the decisive tests, ``false_fail_per_test``, and spent over the looks) and the estimate
+          is beyond the limit;
 - PASS    "a regression of twice the limit" (in logs) is rejected at this look's boundary
           (``policy.miss`` spent over the looks);
 - UNKNOWN anything else: the judge asks for one more candidate trial, up to ``max_trials``; a decided
@@ -21,9 +22,11 @@ Advisory levels are reported, never decisive. GPU power and utilisation, when bo
 are shown as secondary evidence only.
 
 The baseline cannot get more trials once the candidate runs (that would mean restarting it), so the
-precision of every look rests on the baseline's trial count: ``noise.baseline_trials`` sizes it from
-the host's learned noise (docs/judge.md has the calibration). ``noise``, when given, is that learned
-σ per concurrency, pooled into every look of the policy's metric.
+precision of every look rests on the baseline's trial count: ``noise.baseline_plan`` sizes it in two
+stages from its first trials' pooled spread and the host's learned noise (docs/judge.md has the
+calibration). ``noise``, when given, is that learned
+σ per concurrency, pooled into every look of the policy's metric; the sweep's levels pool their spreads
+too (``deployctl.judge.pooling``: one relative noise level, a far noisier level judged on its own).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from typing import Any, Callable, Iterable, Mapping
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
-from deployctl.judge.stats import ChangeInterval, NoiseEstimate, log_ratio_interval, outlier_indices
+from deployctl.judge.stats import ChangeInterval, NoiseEstimate, Spread, log_ratio_interval, outlier_indices, spread
 
 
 # Worst first: how level states combine.
@@ -125,8 +129,11 @@ def judge(
     """Compare the candidate's sweep with the baseline's under ``policy`` (``noise``: learned σ per level)."""
     metric = METRICS[policy.metric]
     learned = noise or {}
+    shared = shared_spreads(sweep_spreads(baseline, candidate, metric.name))
+    false_fail = false_fail_per_test(policy, [lv.concurrency for lv in baseline.levels])
     levels = tuple(
-        _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency))
+        _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency),
+                     shared.get(lv.concurrency), false_fail)
         for lv in baseline.levels
     )
     notes = tuple(
@@ -137,6 +144,36 @@ def judge(
     if not levels:
         return Verdict(Outcome.INVALID, (), ("the baseline has no levels: nothing to judge",), notes=notes)
     return _combine(levels, notes)
+
+
+def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int]) -> float:
+    """The false-fail rate of each test, so that the candidate's is ``policy.false_fail`` (Bonferroni).
+
+    An unchanged candidate is failed when any decisive test fails: every critical level, each with the
+    policy's metric and its latency limits. Splitting the rate evenly over them bounds the candidate's
+    whatever the tests' dependence (simulated over the default sweep: 0.73–0.92 % for 1 %).
+    """
+    critical = sum(1 for c in levels if policy.rule_for(c).role == "critical")
+    checks = 1 + sum(1 for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct),
+                                         ("itl_p99_s", policy.itl_p99_limit_pct))
+                     if pct is not None and name != policy.metric)
+    return policy.false_fail / (max(1, critical) * checks)
+
+
+def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> dict[int, Spread]:
+    """Per level, the within-side spread of the judgeable trials of ``metric`` (outliers set aside)."""
+    out = {}
+    for lv in baseline.levels:
+        cand = candidate.level(lv.concurrency) if candidate is not None else None
+        b_ok = _judgeable(lv.trials, METRICS[metric])
+        c_ok = _judgeable(cand.trials if cand else (), METRICS[metric])
+        if b_ok:
+            out[lv.concurrency] = spread(b_ok, c_ok)
+    return out
+
+
+def _judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
+    return _set_aside_outliers(_split(trials, metric)[0])[0]
 
 
 def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdict:
@@ -180,7 +217,8 @@ def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, in
 
 
 def _judge_level(
-    base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None
+    base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None,
+    shared: Shared | None, false_fail: float,
 ) -> LevelVerdict:
     c = base.concurrency
     rule = policy.rule_for(c)
@@ -195,7 +233,7 @@ def _judge_level(
         f" median of its {n} trials)"
         for side, far in (("baseline", b_far), ("candidate", c_far))
         for value, median, n in far
-    )
+    ) + ((shared.alone,) if shared is not None and shared.alone else ())
     common = dict(
         concurrency=c, role=rule.role, baseline_trials=len(b_ok), candidate_trials=len(c_ok),
         candidate_trials_run=run, notes=notes,
@@ -209,10 +247,11 @@ def _judge_level(
         wanted = min(policy.min_trials - len(c_ok), budget)
         reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"
         return _unknown(reason, wanted, common)
-    checks = [_check(c, metric, limit, b_ok, c_ok, policy, prior)]
+    checks = [_check(c, metric, limit, b_ok, c_ok, policy, false_fail, prior, shared.spread if shared else None)]
     for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct), ("itl_p99_s", policy.itl_p99_limit_pct)):
         if pct is not None and name != metric.name:
-            check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy)
+            check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy,
+                                   false_fail)
             if check is not None:
                 checks.append(check)
     state = min((ch.state for ch in checks), key=_SEVERITY.__getitem__)
@@ -269,9 +308,9 @@ def _why(bad: list[tuple[TrialResult, str]]) -> str:
 
 def _check(
     c: int, metric: Metric, limit_pct: float, base: list[float], cand: list[float], policy: JudgePolicy,
-    prior: NoiseEstimate | None,
+    false_fail: float, prior: NoiseEstimate | None, shared: Spread | None = None,
 ) -> CheckResult:
-    interval = log_ratio_interval(base, cand, policy.confidence, prior=prior)
+    interval = log_ratio_interval(base, cand, policy.confidence, prior=prior, shared=shared)
     label = f"C={c}" if metric.name == "output_tok_s" else f"C={c} {metric.label}"
     if interval is None:
         return CheckResult(
@@ -286,12 +325,12 @@ def _check(
         signed_limit = f"+{limit_pct:g} %"
     boundary = look_boundary(
         len(base), len(cand), policy.min_trials, policy.max_trials, interval.df,
-        false_fail=policy.false_fail, miss=policy.miss, rho=SPENDING_RHO,
+        false_fail=false_fail, miss=policy.miss, rho=SPENDING_RHO,
     )
     failed, passed = decide(regression, interval.se, boundary, limit_log)
     interval = replace(interval, test=(
         f"{interval.test}; sequential look {boundary.look} of {boundary.looks} "
-        f"(false fail {policy.false_fail:g}, miss {policy.miss:g}, spent over the looks)"
+        f"(false fail {false_fail:.2g}{_split_note(policy, false_fail)}, miss {policy.miss:g}, spent over the looks)"
     ))
     state = LevelState.FAIL if failed else LevelState.PASS if passed else LevelState.UNKNOWN
     text = f"{label}: {format_interval(interval)}, limit {signed_limit}"
@@ -307,14 +346,19 @@ def _check(
 def _latency_check(
     c: int,
     metric: Metric, limit_pct: float, base: Iterable[TrialResult], cand: Iterable[TrialResult],
-    policy: JudgePolicy,
+    policy: JudgePolicy, false_fail: float,
 ) -> CheckResult | None:
     b_ok, _ = _split(base, metric)
     c_ok, _ = _split(cand, metric)
     if not b_ok or not c_ok:
         # ITL tails are left out when the client could not prove headroom: nothing to hold against.
         return None
-    return _check(c, metric, limit_pct, b_ok, c_ok, policy, None)
+    return _check(c, metric, limit_pct, b_ok, c_ok, policy, false_fail, None)
+
+
+def _split_note(policy: JudgePolicy, false_fail: float) -> str:
+    tests = round(policy.false_fail / false_fail)
+    return f" = {policy.false_fail:g} over {tests} tests" if tests > 1 else ""
 
 
 def format_pct(x: float) -> str:

@@ -27,7 +27,9 @@ from typing import Any, Mapping, NoReturn, Sequence
 from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, RollbackFailed
-from deployctl.judge.noise import baseline_trials, learn_history
+from deployctl.judge.noise import (
+    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history,
+)
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.reuse import (
     BaselineFingerprint,
@@ -217,18 +219,25 @@ class Runner:
             if stored is not None:
                 self.evidence.stored_baseline = stored
                 return m.BaselineStored(stored.release_id)
-        # Sized per level from the host's learned noise: a quiet host's baseline is shorter.
-        result = await self._traffic(self.plan.url, None, self._baseline_trials(self._learned_noise()), "baseline")
+        # Two stages, both before the candidate is installed (the baseline cannot be extended after): the
+        # first stage's spread, pooled over the levels with the learned noise, sizes the rest.
+        judge, learned = self.plan.policy.judge, self._learned_noise()
+        first = first_stage_trials(judge, self.plan.policy.bench.concurrency, learned)
+        result = await self._traffic(self.plan.url, None, first, "baseline")
         problem = _unusable(result)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
+        more = baseline_top_up(judge, result, learned)
+        if more:
+            extra = await self._traffic(self.plan.url, sorted(more), more, "baseline")
+            result = self.a.bench.merge(result, extra)
         self.evidence.baseline = result
         # The column keeps what the startup log states (the canary's reference is looked up by it); the
         # fingerprint keeps the key reuse decides on.
         self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
                                bench_key=fingerprint.sweep, host=self.plan.host,
                                sglang_version=report.sglang_version if report else None, fingerprint=fingerprint)
-        return m.Succeeded()
+        return m.Succeeded((describe_baseline(first, more),))
 
     def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
         """The stored baseline that may stand in for today's, else None with the reasons in the evidence."""
@@ -275,7 +284,7 @@ class Runner:
         self.evidence.baseline_reused_from = stored.release_id
         self.evidence.reuse = ReuseAccount(
             reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
-            baseline_trials=sum(self._baseline_trials(noise).values()), trial_s=trial_seconds(trial),
+            baseline_trials=sum(baseline_plan(judge, baseline, noise).values()), trial_s=trial_seconds(trial),
         )
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
@@ -284,10 +293,6 @@ class Runner:
                                if self.evidence.baseline_startup else None, fingerprint=today,
                                reused_from=stored.release_id)
         return m.Confirmed(True, (self.evidence.reuse.describe(),))
-
-    def _baseline_trials(self, noise: Mapping[int, NoiseEstimate]) -> dict[int, int]:
-        return {c: baseline_trials(self.plan.policy.judge, noise[c].sigma if c in noise else None, c)
-                for c in self.plan.policy.bench.concurrency}
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)

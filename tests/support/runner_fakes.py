@@ -4,6 +4,7 @@ its calls and answers from a script given to it."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from support.promote import READY, bench, plan, startup
@@ -115,10 +116,23 @@ class FakeBench:
         self.calls.append((levels, trials))
         if self.delay:
             await asyncio.sleep(self.delay)
-        return self.results.pop(0)
+        return with_trials(self.results.pop(0), trials)
 
     def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
         return b
+
+
+def with_trials(result: BenchResult, trials: Mapping[int, int] | int) -> BenchResult:
+    """The canned result with as many trials a level as asked (copies of its last one), as a sweep runs them."""
+    if all(len(lv.trials) >= (trials if isinstance(trials, int) else trials.get(lv.concurrency, 0))
+           for lv in result.levels):
+        return result
+    levels = []
+    for lv in result.levels:
+        n = trials if isinstance(trials, int) else trials.get(lv.concurrency, len(lv.trials))
+        extra = tuple(replace(lv.trials[-1], trial=len(lv.trials) + i) for i in range(max(0, n - len(lv.trials))))
+        levels.append(replace(lv, trials=lv.trials + extra))
+    return replace(result, levels=tuple(levels))
 
 
 class FakeJudge:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.noise import aa_samples, baseline_trials, learn, learn_from, planned_trials
+from deployctl.judge.noise import (
+    aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn, learn_from, planned_trials,
+)
 from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, pool
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,17 +67,52 @@ def test_a_quiet_host_gets_the_minimum_baseline_a_noisy_one_more_never_past_the_
     limit = -math.log(0.95)
     kw = dict(false_fail=0.01, miss=0.05, least=2, most=5)
     assert planned_trials(0.01, limit, **kw) == 2
-    assert planned_trials(0.03, limit, **kw) == 3
+    assert planned_trials(0.032, limit, **kw) == 3  # 1/3 + 1/5 candidate trials reach the separation, 1/2 + 1/5 not
     assert planned_trials(0.2, limit, **kw) == 5
     assert planned_trials(None, limit, **kw) == 5
+    # A stricter false-fail rate (split over five levels) needs more baseline at the same σ.
+    assert planned_trials(0.03, limit, **{**kw, "false_fail": 0.002}) == 3
+    assert planned_trials(0.03, limit, **kw) == 2
 
 
-def test_the_policy_sizes_each_levels_baseline_and_an_explicit_count_wins():
-    policy = JudgePolicy(levels={64: {"limit_pct": 15}})
-    assert baseline_trials(policy, 0.05, 8) == 5
-    assert baseline_trials(policy, 0.05, 64) == 2  # a wide limit needs fewer trials
-    assert baseline_trials(policy, None, 8) == 5
-    assert baseline_trials(JudgePolicy(baseline_trials=4), 0.01, 8) == 4
+LEVELS = (1, 4, 16, 32, 64)
+
+
+def first_stage(spread_pct: float, levels=LEVELS) -> object:
+    """Two trials a level, ``spread_pct`` apart: a σ of the logs of about spread_pct / √2 %."""
+    half = spread_pct / 200
+    return sweep({c: [1000.0 * (1 - half), 1000.0 * (1 + half)] for c in levels})
+
+
+def test_the_first_stage_pooled_over_the_sweep_sizes_the_rest_of_the_baseline():
+    policy = JudgePolicy()
+    assert baseline_plan(policy, first_stage(1.0), {}) == {c: 2 for c in LEVELS}
+    assert baseline_top_up(policy, first_stage(1.0), {}) == {}
+    assert baseline_top_up(policy, first_stage(4.0), {}) == {c: 1 for c in LEVELS}  # σ ≈ 2.8 %: 3 a level
+    assert baseline_top_up(policy, first_stage(20.0), {}) == {c: 3 for c in LEVELS}  # never past max_trials
+
+
+def test_one_level_alone_is_too_unsure_to_plan_on_unless_the_host_has_learned_its_noise():
+    policy = JudgePolicy()
+    assert baseline_plan(policy, first_stage(1.0, (64,)), {}) == {64: 5}
+    assert baseline_plan(policy, first_stage(1.0, (64,)), {64: NoiseEstimate(0.01, 8)}) == {64: 2}
+
+
+def test_a_far_noisier_level_is_sized_on_its_own_spread_and_the_others_still_count_it():
+    policy = JudgePolicy()
+    quiet = {c: [995.0, 1005.0] for c in LEVELS[:-1]}
+    plan = baseline_plan(policy, sweep({**quiet, 64: [900.0, 1100.0]}), {})
+    assert plan[64] == 5  # on its own: one degree of freedom, too unsure to plan on
+    # The others keep its spread in their pool (leaving it out would bias their σ low): more than alone.
+    assert all(plan[c] > baseline_plan(policy, sweep(quiet), {})[c] for c in LEVELS[:-1])
+
+
+def test_an_explicit_baseline_count_wins_and_invalid_trials_count_against_the_budget():
+    assert baseline_plan(JudgePolicy(baseline_trials=4), first_stage(1.0), {}) == {c: 4 for c in LEVELS}
+    measured = sweep({64: [990.0, 1010.0, trial(64, 3, 5.0, invalid="client saturated")],
+                      **{c: [990.0, 1010.0] for c in LEVELS[:-1]}})
+    more = baseline_top_up(JudgePolicy(), measured, {64: NoiseEstimate(0.06, 24)})
+    assert more[64] == 2  # 5 wanted, 2 valid, 3 run: 2 left in the budget
 
 
 def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
@@ -84,3 +121,11 @@ def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
     known = {64: NoiseEstimate(0.02, 4)}
     learned = learn_from(known, result, "output_tok_s")
     assert learned[64] == known[64] and learned[8].df == 1
+
+
+def test_the_baseline_sizing_is_said_in_the_operators_words():
+    assert describe_baseline({1: 2, 64: 2}, {}) == "baseline: 2 trial(s) a level"
+    assert describe_baseline({1: 2, 64: 2}, {1: 1, 64: 3}) == (
+        "baseline: 2 trial(s) a level, then C=1 +1, C=64 +3 where the first trials' spread, pooled over the "
+        "levels, asked for more")
+    assert describe_baseline({1: 5, 64: 2}, {}) == "baseline: C=1 5 trial(s), C=64 2 trial(s)"

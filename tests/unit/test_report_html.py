@@ -12,6 +12,7 @@ from testpaths import DATA
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.verdict import judge
 from deployctl.promote.records import Event, Release, StoredBench
 from deployctl.reporting.changes import release_changes
 from deployctl.reporting.history import ReleaseRuns, history_page
@@ -74,10 +75,12 @@ def test_every_trial_is_a_point_placed_by_its_own_value(page, records):
         assert all(f"{v:.1f}" in page for v in values)
 
 
-def test_the_judges_interval_per_level_matches_what_it_said(page, records):
-    _, release, _, _ = records
-    # The ledger keeps the judge's words: "C=2: −86.5 % (95 % CI −86.9 … −86.1 %), limit −10 %: …"
-    for reason in release.reasons:
+def test_the_judges_interval_per_level_matches_what_it_says(page, records):
+    _, _, _, benches = records
+    # The judge's words on the stored trials: "C=2: −86.5 % (95 % CI −86.9 … −86.1 %), limit −10 %: …"
+    # (judged again: the recorded words are those of the deployctl that ran the promote)
+    verdict = judge(_result(benches, "baseline"), _result(benches, "candidate"), POLICY)
+    for reason in verdict.reasons:
         said = re.match(r"C=(\d+): ([−+][\d.]+) % \(95 % CI ([−+][\d.]+) … ([−+][\d.]+) %\)", reason)
         if said:
             c, change, low, high = said.groups()

@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 from support.promote import bench, memory_ledger, plan, startup
-from support.runner_fakes import KNOWN_HOST, FakeBench, FakeHost, FakeJudge, FakePreflight, FakeUnits, adapters
+from support.runner_fakes import (
+    KNOWN_HOST, FakeBench, FakeHost, FakeJudge, FakePreflight, FakeUnits, adapters, with_trials,
+)
 
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
@@ -106,8 +108,8 @@ async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledge
 
 
 @pytest.mark.parametrize("judge_update,baseline_trials", [({"max_trials": 4}, 4), ({"max_trials": 4, "baseline_trials": 2}, 2)])
-async def test_with_nothing_learned_the_baseline_gets_max_trials(ledger, judge_update, baseline_trials):
-    # The baseline cannot be extended once the candidate runs: with no learned noise it gets the whole budget.
+async def test_two_levels_with_nothing_learned_measure_the_whole_baseline_at_once(ledger, judge_update, baseline_trials):
+    # Two levels' first stage would have 2 df, too few to plan on: max_trials in one sweep (or the operator's count).
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update=judge_update)}))
     a = adapters()
     await _run(ledger, a, p=p)
@@ -123,16 +125,25 @@ def _spread(values: list[float]) -> BenchResult:
     return replace(one, levels=levels)
 
 
-@pytest.mark.parametrize("history,baseline_trials", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 2),
-                                                      ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 5)])
-async def test_the_hosts_learned_noise_sizes_the_baseline_and_reaches_the_judge(ledger, history, baseline_trials):
+@pytest.mark.parametrize("history,top_up", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], None),
+                                            ([1000.0, 1100.0, 930.0, 1060.0, 950.0], {1: 3, 64: 3})])
+async def test_learned_noise_sizes_the_baseline_in_two_stages_and_reaches_the_judge(ledger, history, top_up):
     p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
     earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
     ledger.save_bench(earlier, "baseline", _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
-    a = adapters()
-    await _run(ledger, a, p=p)
-    assert a.bench.calls[0] == (None, {1: baseline_trials, 64: baseline_trials})
+    pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
+    a = adapters(bench_=FakeBench([pilot] + ([bench({1: 121, 64: 1490})] if top_up else [])
+                                  + [bench({1: 121, 64: 1510}), bench({1: 120})]))
+    out, _, _ = await _run(ledger, a, p=p)
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert said.startswith("baseline: 2 trial(s) a level") and ("then C=1 +3, C=64 +3" in said) == bool(top_up)
+    # Learned 4 df + the first stage's 2: enough to plan on, so the first stage is min_trials a level;
+    # a quiet host stops there, a noisy one tops the baseline up to max_trials before the candidate starts.
+    assert a.bench.calls[0] == (None, {1: 2, 64: 2})
+    if top_up:
+        assert a.bench.calls[1] == ([1, 64], top_up)
+    assert a.bench.calls[1 + bool(top_up)] == (None, 2)  # the candidate
     assert set(a.judge.noise) == {1, 64} and a.judge.noise[64].df == 4
 
 
@@ -161,7 +172,8 @@ async def test_unusable_baseline_is_refused(ledger):
     a = adapters(bench_=FakeBench([bench({1: 0, 64: 0}, ok=0)]))
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.PREFLIGHT_REFUSED
-    assert any("all 8 requests failed: connect ×8" in r for r in out.state.reasons)
+    # Two levels and nothing learned: the whole baseline (5 trials a level, 4 requests each) at once.
+    assert any("all 40 requests failed: connect ×40" in r for r in out.state.reasons)
 
 
 # A baseline with a spread (3 trials, 2 % apart), so its trials have a noise to check against.
@@ -184,7 +196,9 @@ async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_
     assert out.evidence.baseline_reused_from == first.release_id
     reuse = out.evidence.reuse
     assert reuse.reused_from == first.release_id and reuse.confirmation_trials == 2
-    assert reuse.baseline_trials == 10  # what a fresh baseline would have run: max_trials at both levels
+    # what a fresh baseline would have run, planned from today's baseline (the fake merge keeps only the
+    # confirmation trial: nothing to plan on, so max_trials at both levels)
+    assert reuse.baseline_trials == 10
     assert reuse.trial_s == 1.0 and reuse.saved_s == 8.0  # the trials' own seconds, 8 trials not run
     # the judged baseline is the stored trials plus the confirmation trial; the ledger keeps it, marked reused
     rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
@@ -290,7 +304,7 @@ async def test_an_unexpected_error_rolls_back_instead_of_leaving_the_candidate(l
             self.calls.append((levels, trials))
             if len(self.calls) == 2:
                 raise RuntimeError("boom")
-            return bench({1: 120.0})
+            return with_trials(bench({1: 120.0}), trials)
 
     a = adapters(bench_=Broken([]))
     out, prev, _ = await _run(ledger, a)
