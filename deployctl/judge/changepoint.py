@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtr
 
 MIN_SIDE = 2  # values each side of a split: the t-test needs a spread on both
 
@@ -81,7 +81,11 @@ def _best_split(seg: np.ndarray) -> int | None:
 def _pvalue(left: np.ndarray, right: np.ndarray) -> float:
     if np.ptp(left) == 0 and np.ptp(right) == 0:
         return 0.0 if left[0] != right[0] else 1.0  # two flat runs: a step or nothing, no test needed
-    return float(stats.ttest_ind(left, right, equal_var=False).pvalue)
+    # Welch's t test, written out: scipy.stats would add 0.4 s to every deployctl command's start.
+    v1, v2 = left.var(ddof=1) / len(left), right.var(ddof=1) / len(right)
+    t = (left.mean() - right.mean()) / np.sqrt(v1 + v2)
+    df = (v1 + v2) ** 2 / (v1 ** 2 / (len(left) - 1) + v2 ** 2 / (len(right) - 1))
+    return float(2 * stdtr(df, -abs(t)))
 
 
 def _tested(x: np.ndarray, bounds: list[int]) -> list[ChangePoint]:
