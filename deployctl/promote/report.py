@@ -301,5 +301,5 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
 def _baseline_trials(judge: JudgePolicy) -> str:
     if judge.baseline_trials is not None:
         return f"{judge.baseline_trials} trials"
-    return (f"{judge.min_trials}–{judge.max_trials} trials, sized from the first {judge.min_trials}'s spread pooled over "
+    return (f"{judge.min_trials}–{judge.max_trials} trials, sized in rounds from their spread pooled over "
             "the levels and the host's learned noise")
