@@ -430,15 +430,16 @@ class Ledger:
     def aa_benches(
         self, *, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int], limit: int = 20
     ) -> list[StoredBench]:
-        """The newest measurements of unchanged live releases (baselines, verifications) of this deployment
-        on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise`` learns from.
+        """The newest measurements of unchanged live releases (baselines, verifications, canary watches) of
+        this deployment on this host with this sweep, oldest first: the A/A samples ``deployctl.judge.noise``
+        learns from.
         ``exclude_releases`` (the release being judged, the one whose baseline it reuses) are left out, and
         so are reused baselines (their trials are another row's), so no trial is counted twice."""
         # NOT IN () is not SQL, and NOT IN (NULL) matches nothing: -1 is no release's id.
         marks = ",".join("?" * len(exclude_releases)) or "-1"
         rows = self._rows(
             "SELECT b.* FROM benchmarks b JOIN releases r ON r.id = b.release_id"
-            " WHERE b.role IN ('baseline', 'verify') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
+            " WHERE b.role IN ('baseline', 'verify', 'watch') AND r.deployment=? AND b.host IS ? AND b.bench_key=?"
             f" AND b.reused_from IS NULL AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
             (deployment, host, bench_key, *exclude_releases, limit))
         return [_bench(r) for r in reversed(rows)]

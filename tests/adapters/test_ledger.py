@@ -125,11 +125,13 @@ def test_fresh_baseline_reuse(ledger, clock):
 def test_aa_benches_are_this_deployments_unchanged_measurements_oldest_first(ledger, clock):
     older, newer, judged, other = _begin(ledger), _begin(ledger), _begin(ledger), _begin(ledger, deployment="qwen")
     for rid, role, host in ((older, "baseline", "h"), (newer, "verify", "h"), (newer, "candidate", "h"),
-                            (judged, "baseline", "h"), (other, "baseline", "h"), (older, "baseline", "elsewhere")):
+                            (newer, "watch", "h"), (judged, "baseline", "h"), (other, "baseline", "h"),
+                            (older, "baseline", "elsewhere")):
         clock.now += 1
         ledger.save_bench(rid, role, NO_LEVELS, unit_hash="u", bench_key="k", host=host)
     found = ledger.aa_benches(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
-    assert [(b.release_id, b.role) for b in found] == [(older, "baseline"), (newer, "verify")]
+    # a candidate's trials are not of an unchanged release; a canary watch's are
+    assert [(b.release_id, b.role) for b in found] == [(older, "baseline"), (newer, "verify"), (newer, "watch")]
     assert ledger.aa_benches(deployment="glm5", host="h", bench_key="k", exclude_releases=(), limit=1)[0].release_id == judged
     assert ledger.aa_benches(deployment="glm5", host="h", bench_key="other", exclude_releases=()) == []
 

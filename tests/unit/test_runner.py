@@ -125,13 +125,15 @@ def _spread(values: list[float]) -> BenchResult:
     return replace(one, levels=levels)
 
 
-@pytest.mark.parametrize("history,rounds", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 0),
-                                           ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3)])
-async def test_learned_noise_sizes_the_baseline_in_rounds_and_reaches_the_judge(ledger, history, rounds):
+@pytest.mark.parametrize("history,rounds,role", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 0, "baseline"),
+                                                ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3, "baseline"),
+                                                ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3, "watch")])
+async def test_learned_noise_sizes_the_baseline_in_rounds_and_reaches_the_judge(ledger, history, rounds, role):
     p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
     earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
-    ledger.save_bench(earlier, "baseline", _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
+    # an earlier baseline, or a canary's watch of the live release: both are A/A samples of this host
+    ledger.save_bench(earlier, role, _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
     pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
     a = adapters(bench_=FakeBench([pilot] + [bench({1: 121, 64: 1490})] * rounds
                                   + [bench({1: 121, 64: 1510}), bench({1: 120})]))
