@@ -110,6 +110,12 @@ class Busy(DeployctlError):
     exit_code = ExitCode.BUSY
 
 
+class Interrupted(DeployctlError):
+    """Stopped by a signal (Ctrl-C, SIGTERM, ``deployctl abort``) where nothing had been changed yet."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
 class EnvironmentUnfit(DeployctlError):
     exit_code = ExitCode.ENVIRONMENT
 

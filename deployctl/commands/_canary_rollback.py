@@ -16,8 +16,10 @@ import os
 from dataclasses import dataclass, replace
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.commands._release_verbs import limits, who
+from deployctl.commands.promote import abort_on_signals
 from deployctl.commands.rollback import text_of
 from deployctl.live.bindings import live_adapters
 from deployctl.live.canary import ROLLBACK_KIND, TRIED, WatchReport
@@ -38,7 +40,8 @@ def watch_site(site: Site) -> Site:
     return replace(site, policy=site.policy.model_copy(update={"bench": bench}))
 
 
-async def try_earlier(site: Site, report: WatchReport, target: Release, guard: Guard | None) -> PromoteOutcome:
+async def try_earlier(site: Site, report: WatchReport, target: Release, lock: DeploymentLock,
+                      guard: Guard | None) -> PromoteOutcome:
     """Judge ``target`` against the degraded live release just measured in ``report``; keep it if better now."""
     assert report.result is not None  # decide_rollback attempts only with a measurement
     live = report.release
@@ -59,6 +62,7 @@ async def try_earlier(site: Site, report: WatchReport, target: Release, guard: G
                 "reason": f"release {live.id} is degraded; trying release {target.id}, kept only if better now"})
             evidence = Evidence(baseline=report.result, baseline_startup=await adapters.startup.live_report(site.unit))
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=live.id, evidence=evidence)
+            abort_on_signals(runner, lock, "rollback trial")
             # Kept only when proven better: an inconclusive judge keeps the live release, whatever the policy says.
             start = replace(limits(site.policy, preflight=False), keep_when_inconclusive=False)
             return await runner.run(m.start(start, unchanged=plan.unchanged, measured=True))

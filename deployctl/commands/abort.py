@@ -1,4 +1,4 @@
-"""deployctl abort: stop a running promote of a deployment; it rolls back to the known-good unit."""
+"""deployctl abort: stop a running promote, bisect or canary run of a deployment; it rolls back to the known-good unit."""
 
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ from deployctl.errors import Busy
 from deployctl.promote.report import release_lines
 
 NAME = "abort"
-HELP = "stop a running promote and roll it back"
+ABORTABLE = ("promote", "bisect", "canary", "demo")
+HELP = "stop a running promote, bisect or canary run and roll it back"
 DESCRIPTION = """\
-Signal the promote holding DEPLOYMENT's lock (SIGTERM, with your name as the reason): it cancels what it
-is doing (a benchmark, a startup wait) and rolls back to the known-good unit, then exits 130. abort waits
-for that to finish (--wait seconds) and prints the release. If the promote's process is already dead,
-abort recovers the deployment itself.
+Signal the promote, bisect or canary run holding DEPLOYMENT's lock (SIGTERM, with your name as the
+reason): it cancels what it is doing (a benchmark, a startup wait) and rolls back to the known-good unit,
+then exits 130. A canary run that is only watching the live release stops; it had changed nothing. abort
+waits for that to finish (--wait seconds) and prints the release. If the process is already dead, abort
+recovers the deployment itself.
 
 examples:
   deployctl abort -d glm5
@@ -55,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             emit(lines)
         return 0
-    if holder.verb not in ("promote", "bisect", "demo"):
-        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote or a bisect",
-                   hint="only a promote or a bisect can be aborted; wait for it to finish")
+    if holder.verb not in ABORTABLE:
+        raise Busy(f"{site.name}'s lock is held by {holder.describe()}, not by a promote, a bisect or a canary run",
+                   hint="only a promote, a bisect or a canary run can be aborted; wait for it to finish")
     abort_request_path(lock).write_text(f"aborted by {who()} with `deployctl abort`")
     os.kill(holder.pid, signal.SIGTERM)
     say([f"sent SIGTERM to {holder.describe()}; it rolls back now"])
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     with Ledger.open(site.state_dir) as ledger:
         mine = [r for r in ledger.history(site.name, 10) if r.pid == holder.pid]
         if not mine:
-            emit(["the promote ended before it had recorded a release"])
+            emit([f"the {holder.verb} stopped before it had recorded a release; nothing was changed"])
             return 0
         release = mine[0]
         benches = ledger.benches(release.id)

@@ -6,11 +6,13 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Awaitable, TypeVar
 
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
@@ -25,8 +27,8 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
 from deployctl.commands.options import add_deployment
-from deployctl.commands.promote import promote
-from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, exit_code_of
+from deployctl.commands.promote import abort_request, promote
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
@@ -40,6 +42,7 @@ from deployctl.promote.evidence import LevelRow, PromoteOutcome
 from deployctl.promote.report import table_lines
 
 NAME = "canary"
+T = TypeVar("T")
 HELP = "the scheduled canary: watch the live release, try the pending candidate once (for timers and cron)"
 DESCRIPTION = """\
 Run by a timer or cron, once per deployment (or --all):
@@ -202,7 +205,7 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             if live_id is None:
                 raise InputError(f"{site.unit} is not installed: there is no live release to watch",
                                  hint=f"install the baseline first: `deployctl restart {site.name} --profile baseline`")
-            report = await watch(ledger, site, adapters, ledger.get(live_id))
+            report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id)), lock)
         out.watch = report
         _watch_lines(site, report, out)
         canary = site.policy.canary
@@ -220,7 +223,7 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             f"  {'rollback' if back.attempt else 'no rollback'}: {back.reason}")
         if back.attempt:
             assert back.target is not None
-            out.promote = await try_earlier(site, report, back.target, guard)
+            out.promote = await try_earlier(site, report, back.target, lock, guard)
             out.rollback, code, lines = concluded(site.name, report.release.id, back.target, out.promote)
             out.code = code or out.code
             out.lines += lines
@@ -239,6 +242,23 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
     out.lines.append(f"{site.name}: candidate {canary.profile}: {outcome.state.result.value if outcome.state.result else '?'}"
                      f" (release {outcome.release_id})")
     out.lines += [f"  {r}" for r in outcome.state.reasons]
+
+
+async def _stoppable(work: Awaitable[T], lock: DeploymentLock) -> T:
+    """``work`` (a watch: it changes nothing), stopped by SIGTERM/SIGINT — ``deployctl abort``,
+    ``systemctl stop``, Ctrl-C — with exit 130 and the reason; the promote after it rolls back instead."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        reason = abort_request(lock) or "interrupted by a signal"
+        raise Interrupted(f"{reason} during the watch; nothing was changed") from None
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:

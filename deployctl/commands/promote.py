@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Protocol
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
@@ -185,7 +185,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_request(lock)  # a request left for a promote that had already ended is not for this one
-            _abort_on_signals(runner, lock)
+            abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
 
 
@@ -202,13 +202,17 @@ def crash_after(env: Mapping[str, str]) -> m.Phase | None:
                          hint="one of " + ", ".join(p.value for p in m.Phase)) from None
 
 
-def _abort_on_signals(runner: Runner, lock: DeploymentLock) -> None:
+class Abortable(Protocol):
+    def request_abort(self, reason: str) -> None: ...
+
+
+def abort_on_signals(target: Abortable, lock: DeploymentLock, what: str = "promote") -> None:
+    """SIGTERM/SIGINT (``deployctl abort``, ``systemctl stop``, Ctrl-C) make ``target`` roll back and stop."""
     loop = asyncio.get_running_loop()
 
     def abort(signame: str) -> None:
-        requested = abort_request(lock)
-        runner.request_abort(requested or f"interrupted ({signame})")
-        print(f"\n{signame}: stopping the promote and rolling back", file=sys.stderr)
+        target.request_abort(abort_request(lock) or f"interrupted ({signame})")
+        print(f"\n{signame}: stopping the {what} and rolling back", file=sys.stderr)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, abort, sig.name)

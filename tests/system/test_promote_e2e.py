@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from support.promote_world import Cli, make_inventory
 from support.promote_world import healthy as _healthy
@@ -222,6 +223,33 @@ def test_abort_stops_a_running_promote_and_rolls_back(world):
     assert done.returncode == 0, done.stdout + done.stderr
     assert proc.wait(timeout=60) == ExitCode.INTERRUPTED
     assert "aborted" in done.stdout
+    shown = cli.json("show", str(row[0]))
+    assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
+    assert _healthy(dep["port"])
+
+
+def test_abort_stops_a_canarys_promote_and_rolls_back(world):
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    # The canary's pending candidate is the profile that never gets ready: its promote waits in RESTART, so
+    # the abort lands there whatever the load. Templates are found next to the inventory: a sibling file.
+    inventory = yaml.safe_load(cli.inventory.read_text())
+    inventory["deployments"]["glm5-sim"]["policy"] = {"canary": {"profile": "hangs"}}
+    canary_inventory = cli.inventory.with_name("inventory-canary-abort.yaml")
+    canary_inventory.write_text(yaml.safe_dump(inventory))
+    ccli = Cli(cli.box, canary_inventory, cli.state_dir)
+    try:
+        proc = ccli.start("canary", "glm5-sim", "--textfile-dir", str(cli.state_dir.parent / "textfile"))
+        deadline = time.monotonic() + 90
+        while (row := _ledger_phase(cli)) is None or row[1] != "RESTART" or row[2]:
+            assert time.monotonic() < deadline and proc.poll() is None, "the canary's promote never reached RESTART"
+            time.sleep(0.02)
+        done = cli("abort", "-d", "glm5-sim")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert proc.wait(timeout=60) == ExitCode.INTERRUPTED, ccli.output(proc)
+    finally:
+        ccli.stop_started(["glm5-sim"])
     shown = cli.json("show", str(row[0]))
     assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
     assert _installed_profile(cli.box, dep["unit"]) == "baseline"
