@@ -208,32 +208,39 @@ def test_second_promote_is_busy_at_once(world):
     assert first.wait(timeout=120) == ExitCode.REJECTED
 
 
-def test_abort_stops_a_running_promote_and_rolls_back(world):
-    cli, data = world
-    dep = data["deployments"]["glm5-sim"]
-    # The profile whose server never gets ready: the promote waits in RESTART (up to the 8 s startup
-    # timeout) whatever the machine's load, so the abort always lands mid-promote. A benchmark phase is no
-    # such window: the sequential judge may decide a neutral candidate in two trials.
-    proc = cli.start("promote", "hangs", "-d", "glm5-sim")
-    deadline = time.monotonic() + 60
+def _abort_in_restart(cli: Cli, proc: Any, within_s: float) -> tuple[int, str]:
+    """Wait for ``proc``'s promote to reach RESTART, ``deployctl abort`` it, wait for exit 130: (release, output)."""
+    deadline = time.monotonic() + within_s
     while (row := _ledger_phase(cli)) is None or row[1] != "RESTART" or row[2]:
         assert time.monotonic() < deadline and proc.poll() is None, "the promote never reached RESTART"
         time.sleep(0.02)
     done = cli("abort", "-d", "glm5-sim")
     assert done.returncode == 0, done.stdout + done.stderr
     assert proc.wait(timeout=60) == ExitCode.INTERRUPTED
-    assert "aborted" in done.stdout
-    shown = cli.json("show", str(row[0]))
+    return row[0], done.stdout
+
+
+def _rolled_back_by_abort(cli: Cli, release: int, dep: dict[str, Any]) -> None:
+    shown = cli.json("show", str(release))
     assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
     assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
 
 
+def test_abort_stops_a_running_promote_and_rolls_back(world):
+    cli, data = world
+    # The profile whose server never gets ready: the promote waits in RESTART (up to the 8 s startup
+    # timeout) whatever the machine's load, so the abort always lands mid-promote. A benchmark phase is no
+    # such window: the sequential judge may decide a neutral candidate in two trials.
+    release, said = _abort_in_restart(cli, cli.start("promote", "hangs", "-d", "glm5-sim"), 60)
+    assert "aborted" in said
+    _rolled_back_by_abort(cli, release, data["deployments"]["glm5-sim"])
+
+
 def test_abort_stops_a_canarys_promote_and_rolls_back(world):
     cli, data = world
-    dep = data["deployments"]["glm5-sim"]
-    # The canary's pending candidate is the profile that never gets ready: its promote waits in RESTART, so
-    # the abort lands there whatever the load. Templates are found next to the inventory: a sibling file.
+    # The canary's pending candidate is the profile that never gets ready (as above), after its watch.
+    # Templates are found next to the inventory: a sibling file.
     inventory = yaml.safe_load(cli.inventory.read_text())
     inventory["deployments"]["glm5-sim"]["policy"] = {"canary": {"profile": "hangs"}}
     canary_inventory = cli.inventory.with_name("inventory-canary-abort.yaml")
@@ -241,19 +248,10 @@ def test_abort_stops_a_canarys_promote_and_rolls_back(world):
     ccli = Cli(cli.box, canary_inventory, cli.state_dir)
     try:
         proc = ccli.start("canary", "glm5-sim", "--textfile-dir", str(cli.state_dir.parent / "textfile"))
-        deadline = time.monotonic() + 90
-        while (row := _ledger_phase(cli)) is None or row[1] != "RESTART" or row[2]:
-            assert time.monotonic() < deadline and proc.poll() is None, "the canary's promote never reached RESTART"
-            time.sleep(0.02)
-        done = cli("abort", "-d", "glm5-sim")
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert proc.wait(timeout=60) == ExitCode.INTERRUPTED, ccli.output(proc)
+        release, _ = _abort_in_restart(cli, proc, 90)
     finally:
         ccli.stop_started(["glm5-sim"])
-    shown = cli.json("show", str(row[0]))
-    assert shown["result"] == "aborted" and any("with `deployctl abort`" in r for r in shown["reasons"])
-    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
-    assert _healthy(dep["port"])
+    _rolled_back_by_abort(cli, release, data["deployments"]["glm5-sim"])
 
 
 def test_rollback_goes_back_to_what_the_live_release_replaced_and_to_a_chosen_release(world):
