@@ -61,8 +61,8 @@ class JudgePolicy(_Strict):
     min_trials: int = Field(default=2, ge=1)
     max_trials: int = Field(default=5, ge=1)
     # The baseline cannot be measured again once the candidate runs, so every look's precision rests on
-    # its count. None → two stages: min_trials, then more where their spread (pooled over the levels, with
-    # the learned noise) says so (deployctl.judge.noise.baseline_plan; docs/judge.md has the calibration).
+    # its count. None → rounds: min_trials, then one more a round where the spread so far (pooled over the
+    # levels, with the learned noise) says so (deployctl.judge.noise.baseline_plan; docs/judge.md).
     baseline_trials: int | None = Field(default=None, ge=1, description="trials per level of the baseline")
     levels: dict[int, LevelRule] = Field(default_factory=dict, description="per-concurrency overrides")
     ttft_p99_limit_pct: float | None = Field(default=None, gt=0)

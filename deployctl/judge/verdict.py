@@ -22,8 +22,8 @@ Advisory levels are reported, never decisive. GPU power and utilisation, when bo
 are shown as secondary evidence only.
 
 The baseline cannot get more trials once the candidate runs (that would mean restarting it), so the
-precision of every look rests on the baseline's trial count: ``noise.baseline_plan`` sizes it in two
-stages from its first trials' pooled spread and the host's learned noise (docs/judge.md has the
+precision of every look rests on the baseline's trial count: ``noise.baseline_plan`` sizes it in
+rounds from its trials' pooled spread and the host's learned noise (docs/judge.md has the
 calibration). ``noise``, when given, is that learned
 σ per concurrency, pooled into every look of the policy's metric; the sweep's levels pool their spreads
 too (``deployctl.judge.pooling``: one relative noise level, a far noisier level judged on its own).
@@ -146,6 +146,11 @@ def judge(
     return _combine(levels, notes)
 
 
+def critical_count(policy: JudgePolicy, levels: Iterable[int]) -> int:
+    """How many of ``levels`` decide the verdict (the rest are advisory)."""
+    return sum(1 for c in levels if policy.rule_for(c).role == "critical")
+
+
 def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int]) -> float:
     """The false-fail rate of each test, so that the candidate's is ``policy.false_fail`` (Bonferroni).
 
@@ -153,7 +158,7 @@ def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int]) -> float:
     policy's metric and its latency limits. Splitting the rate evenly over them bounds the candidate's
     whatever the tests' dependence (simulated over the default sweep: 0.73–0.92 % for 1 %).
     """
-    critical = sum(1 for c in levels if policy.rule_for(c).role == "critical")
+    critical = critical_count(policy, levels)
     checks = 1 + sum(1 for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct),
                                          ("itl_p99_s", policy.itl_p99_limit_pct))
                      if pct is not None and name != policy.metric)

@@ -219,18 +219,23 @@ class Runner:
             if stored is not None:
                 self.evidence.stored_baseline = stored
                 return m.BaselineStored(stored.release_id)
-        # Two stages, both before the candidate is installed (the baseline cannot be extended after): the
-        # first stage's spread, pooled over the levels with the learned noise, sizes the rest.
+        # Sized in rounds, all before the candidate is installed (the baseline cannot be extended after):
+        # the spread so far, pooled over the levels with the learned noise, asks for one more trial at a
+        # level or not; each round's trials sharpen the next plan.
         judge, learned = self.plan.policy.judge, self._learned_noise()
         first = first_stage_trials(judge, self.plan.policy.bench.concurrency, learned)
         result = await self._traffic(self.plan.url, None, first, "baseline")
         problem = _unusable(result)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
-        more = baseline_top_up(judge, result, learned)
-        if more:
-            extra = await self._traffic(self.plan.url, sorted(more), more, "baseline")
+        more: dict[int, int] = {}
+        for _ in range(judge.max_trials):  # bounded even if a round brings back no trial
+            asked = baseline_top_up(judge, result, learned)
+            if not asked:
+                break
+            extra = await self._traffic(self.plan.url, sorted(asked), asked, "baseline")
             result = self.a.bench.merge(result, extra)
+            more = {c: more.get(c, 0) + asked.get(c, 0) for c in {*more, *asked}}
         self.evidence.baseline = result
         # The column keeps what the startup log states (the canary's reference is looked up by it); the
         # fingerprint keeps the key reuse decides on.

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from support.promote import READY, bench, plan, startup
 
-from deployctl.bench.result import BenchResult
+from deployctl.bench.result import BenchResult, merge_results
 from deployctl.errors import SystemdError, UnitNotFound
 from deployctl.judge.outcome import Outcome
 from deployctl.live.protocols import Adapters
@@ -119,7 +119,7 @@ class FakeBench:
         return with_trials(self.results.pop(0), trials)
 
     def merge(self, a: BenchResult, b: BenchResult) -> BenchResult:
-        return b
+        return merge_results(a, b)
 
 
 def with_trials(result: BenchResult, trials: Mapping[int, int] | int) -> BenchResult:

@@ -10,7 +10,7 @@ import pytest
 
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import (
-    aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn, learn_from, planned_trials,
+    aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn, learn_from, plan_z, planned_trials,
 )
 from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, pool
 
@@ -70,9 +70,19 @@ def test_a_quiet_host_gets_the_minimum_baseline_a_noisy_one_more_never_past_the_
     assert planned_trials(0.032, limit, **kw) == 3  # 1/3 + 1/5 candidate trials reach the separation, 1/2 + 1/5 not
     assert planned_trials(0.2, limit, **kw) == 5
     assert planned_trials(None, limit, **kw) == 5
-    # A stricter false-fail rate (split over five levels) needs more baseline at the same σ.
+    # A stricter false-fail rate needs more baseline at the same σ.
     assert planned_trials(0.03, limit, **{**kw, "false_fail": 0.002}) == 3
     assert planned_trials(0.03, limit, **kw) == 2
+    # Five critical levels: sized for keeping an unchanged candidate at all five and failing a
+    # regression at all five, not for each level's own FAIL (see plan_z): 2 where one level wants 3.
+    assert planned_trials(0.03, limit, **{**kw, "false_fail": 0.002, "levels": 5}) == 2
+
+
+def test_the_sizing_separation_is_the_textbook_one_for_one_level_and_the_sweeps_decisions_for_several():
+    assert plan_z(0.01, 0.05, 1) == pytest.approx(2.3263 + 1.6449, abs=1e-3)
+    # Five levels at 0.2 % each: keeping a neutral candidate at every level (0.95 ** (1/5) each) decides.
+    assert plan_z(0.002, 0.05, 5) == pytest.approx(1.6449 + 2.3187, abs=1e-3)
+    assert plan_z(0.002, 0.05, 0) == plan_z(0.002, 0.05, 1)
 
 
 LEVELS = (1, 4, 16, 32, 64)
@@ -88,8 +98,18 @@ def test_the_first_stage_pooled_over_the_sweep_sizes_the_rest_of_the_baseline():
     policy = JudgePolicy()
     assert baseline_plan(policy, first_stage(1.0), {}) == {c: 2 for c in LEVELS}
     assert baseline_top_up(policy, first_stage(1.0), {}) == {}
-    assert baseline_top_up(policy, first_stage(4.0), {}) == {c: 1 for c in LEVELS}  # σ ≈ 2.8 %: 3 a level
-    assert baseline_top_up(policy, first_stage(20.0), {}) == {c: 3 for c in LEVELS}  # never past max_trials
+    assert baseline_top_up(policy, first_stage(4.0), {}) == {}  # σ ≈ 2.8 %: 2 a level
+    assert baseline_plan(policy, first_stage(6.0), {}) == {c: 5 for c in LEVELS}  # σ ≈ 4.2 %
+    assert baseline_top_up(policy, first_stage(6.0), {}) == {c: 1 for c in LEVELS}  # one round at a time
+
+
+def test_each_round_of_the_baseline_sharpens_the_next_plan_and_the_budget_ends_it():
+    policy = JudgePolicy()
+    noisy_by_chance = sweep({c: [970.0, 1030.0, 1000.0] for c in LEVELS})  # σ 3 %, 10 df: 2 are enough
+    assert baseline_top_up(policy, noisy_by_chance, {}) == {}
+    really_noisy = sweep({c: [900.0, 1100.0, 1000.0, 950.0, 1050.0] for c in LEVELS})
+    assert baseline_plan(policy, really_noisy, {}) == {c: 5 for c in LEVELS}
+    assert baseline_top_up(policy, really_noisy, {}) == {}  # max_trials reached
 
 
 def test_one_level_alone_is_too_unsure_to_plan_on_unless_the_host_has_learned_its_noise():
@@ -112,7 +132,10 @@ def test_an_explicit_baseline_count_wins_and_invalid_trials_count_against_the_bu
     measured = sweep({64: [990.0, 1010.0, trial(64, 3, 5.0, invalid="client saturated")],
                       **{c: [990.0, 1010.0] for c in LEVELS[:-1]}})
     more = baseline_top_up(JudgePolicy(), measured, {64: NoiseEstimate(0.06, 24)})
-    assert more[64] == 2  # 5 wanted, 2 valid, 3 run: 2 left in the budget
+    assert more[64] == 1  # 5 wanted, 2 valid, 3 run: one more this round
+    spent = sweep({64: [990.0, 1010.0, *(trial(64, k, 5.0, invalid="client saturated") for k in (3, 4, 5))],
+                   **{c: [990.0, 1010.0] for c in LEVELS[:-1]}})
+    assert 64 not in baseline_top_up(JudgePolicy(), spent, {64: NoiseEstimate(0.06, 24)})  # 5 run: none left
 
 
 def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
@@ -126,6 +149,6 @@ def test_a_bench_result_is_learned_per_level_from_its_valid_trials():
 def test_the_baseline_sizing_is_said_in_the_operators_words():
     assert describe_baseline({1: 2, 64: 2}, {}) == "baseline: 2 trial(s) a level"
     assert describe_baseline({1: 2, 64: 2}, {1: 1, 64: 3}) == (
-        "baseline: 2 trial(s) a level, then C=1 +1, C=64 +3 where the first trials' spread, pooled over the "
+        "baseline: 2 trial(s) a level, then C=1 +1, C=64 +3 where the trials' spread, pooled over the "
         "levels, asked for more")
     assert describe_baseline({1: 5, 64: 2}, {}) == "baseline: C=1 5 trial(s), C=64 2 trial(s)"

@@ -125,25 +125,25 @@ def _spread(values: list[float]) -> BenchResult:
     return replace(one, levels=levels)
 
 
-@pytest.mark.parametrize("history,top_up", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], None),
-                                            ([1000.0, 1100.0, 930.0, 1060.0, 950.0], {1: 3, 64: 3})])
-async def test_learned_noise_sizes_the_baseline_in_two_stages_and_reaches_the_judge(ledger, history, top_up):
+@pytest.mark.parametrize("history,rounds", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 0),
+                                           ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3)])
+async def test_learned_noise_sizes_the_baseline_in_rounds_and_reaches_the_judge(ledger, history, rounds):
     p = plan(policy=plan().policy.model_copy(update={"judge": JudgePolicy(min_trials=2, max_trials=5)}))
     earlier = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
     ledger.save_bench(earlier, "baseline", _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
     pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
-    a = adapters(bench_=FakeBench([pilot] + ([bench({1: 121, 64: 1490})] if top_up else [])
+    a = adapters(bench_=FakeBench([pilot] + [bench({1: 121, 64: 1490})] * rounds
                                   + [bench({1: 121, 64: 1510}), bench({1: 120})]))
     out, _, _ = await _run(ledger, a, p=p)
     said = next(d for d in out.state.done if d.startswith("baseline: "))
-    assert said.startswith("baseline: 2 trial(s) a level") and ("then C=1 +3, C=64 +3" in said) == bool(top_up)
+    assert said.startswith("baseline: 2 trial(s) a level") and ("then C=1 +3, C=64 +3" in said) == bool(rounds)
     # Learned 4 df + the first stage's 2: enough to plan on, so the first stage is min_trials a level;
-    # a quiet host stops there, a noisy one tops the baseline up to max_trials before the candidate starts.
+    # a quiet host stops there; on a noisy one every round asks one more trial a level, up to max_trials,
+    # all before the candidate starts.
     assert a.bench.calls[0] == (None, {1: 2, 64: 2})
-    if top_up:
-        assert a.bench.calls[1] == ([1, 64], top_up)
-    assert a.bench.calls[1 + bool(top_up)] == (None, 2)  # the candidate
+    assert a.bench.calls[1:1 + rounds] == [([1, 64], {1: 1, 64: 1})] * rounds
+    assert a.bench.calls[1 + rounds] == (None, 2)  # the candidate
     assert set(a.judge.noise) == {1, 64} and a.judge.noise[64].df == 4
 
 
@@ -196,10 +196,10 @@ async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_
     assert out.evidence.baseline_reused_from == first.release_id
     reuse = out.evidence.reuse
     assert reuse.reused_from == first.release_id and reuse.confirmation_trials == 2
-    # what a fresh baseline would have run, planned from today's baseline (the fake merge keeps only the
-    # confirmation trial: nothing to plan on, so max_trials at both levels)
-    assert reuse.baseline_trials == 10
-    assert reuse.trial_s == 1.0 and reuse.saved_s == 8.0  # the trials' own seconds, 8 trials not run
+    # what a fresh baseline would have run, planned from today's baseline (stored + confirmation): this
+    # quiet host with min_trials 1 would have run one trial a level, so reuse saved nothing, and says so
+    assert reuse.baseline_trials == 2
+    assert reuse.trial_s == 1.0 and reuse.saved_s == 0.0
     # the judged baseline is the stored trials plus the confirmation trial; the ledger keeps it, marked reused
     rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
     assert len(rows) == 1 and rows[0].reused_from == first.release_id
