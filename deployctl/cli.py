@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import NoReturn, Sequence
 
 from deployctl import __version__, commands
+from deployctl.commands._upload import UPLOAD_OPTION, claim
 from deployctl.commands.options import add_global_options, finish_arguments
 from deployctl.errors import DeployctlError, ExitCode, UsageError, exit_code_of, exit_codes_text
 
@@ -114,6 +115,7 @@ def _add_remote_options(parser: argparse.ArgumentParser) -> None:
                        help="run the verb on that host over ssh, with this inventory (README: from a laptop)")
     group.add_argument("--remote-inventory", action="store_true", help="with -H: use the host's own inventory")
     group.add_argument("--inventory-from", default=None, help=argparse.SUPPRESS)  # -H tells the host's ledger
+    group.add_argument(UPLOAD_OPTION, action="store_true", help=argparse.SUPPRESS)  # -H: remove it when done
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -151,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     as_json = "--json" in argv
+    upload = None
     try:
         parser = build_parser(_completion_argv(argv))
         _complete(parser)
@@ -169,6 +172,7 @@ def _main(argv: list[str]) -> int:
         args._argv = argv
         if args.inventory_from:
             os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
+        args.upload = upload = claim(args)
         if args.host:
             from deployctl.commands._remote import run_remote
 
@@ -194,6 +198,9 @@ def _main(argv: list[str]) -> int:
         return _fail("interrupted", None, ExitCode.INTERRUPTED, as_json)
     except Exception:  # the bug path: keep the traceback for the report
         return _bug(as_json)
+    finally:
+        if upload is not None:
+            upload.remove()
 
 
 def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:

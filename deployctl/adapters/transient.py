@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 # (name, D-Bus signature, value): what StartTransientUnit's a(sv) carries, before wrapping in Variants.
 Property = tuple[str, str, Any]
 
+RM = "/bin/rm"  # coreutils; /usr/bin/rm too on a merged /usr
 # What a unit name may hold (systemd.unit(5)); "-" too: these are not template or path units.
 _UNIT_SAFE = set(string.ascii_letters + string.digits + ":_.-")
 
@@ -54,6 +55,8 @@ class TransientService:
     environment: Mapping[str, str] = field(default_factory=dict)
     working_directory: str = "/"
     stop_timeout_s: float = 90.0
+    # A directory the unit owns: removed when it stops, however it ended (a SIGKILLed program runs no cleanup).
+    remove_after: str | None = None
 
     def properties(self) -> list[Property]:
         if not self.argv or not self.argv[0].startswith("/"):
@@ -61,6 +64,8 @@ class TransientService:
         for key, value in self.environment.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or "\n" in value:
                 raise ValueError(f"not an environment assignment: {key!r}")
+        removal = [] if self.remove_after is None else [
+            ("ExecStopPost", "a(sasb)", [(RM, ["rm", "-rf", "--", self.remove_after], True)])]
         return [
             ("Description", "s", self.description),
             # exec: the start job is done once the program runs; the caller then follows its journal.
@@ -78,6 +83,7 @@ class TransientService:
             ("CollectMode", "s", "inactive-or-failed"),
             # SIGTERM is deployctl's abort (roll back); give the rollback time before SIGKILL.
             ("TimeoutStopUSec", "t", int(self.stop_timeout_s * 1_000_000)),
+            *removal,
         ]
 
 

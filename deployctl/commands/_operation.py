@@ -14,6 +14,7 @@ from pathlib import Path
 
 from deployctl.commands._inventory import inventory_path
 from deployctl.commands._remote import ORIGIN_ENV
+from deployctl.commands._upload import lasting_copy, owned
 from deployctl.live.dead_man import DeadMan
 from deployctl.live.operation import follow, launch, worker_service
 from deployctl.live.site import Site
@@ -38,10 +39,14 @@ def run_in_unit(args: argparse.Namespace, verb: str, site: Site) -> int:
     """Start ``deployctl VERB …`` as ``deployctl-VERB-DEPLOYMENT.service``; follow it; its exit code."""
     argv = _absolute(args, list(getattr(args, "_argv", sys.argv[1:])), site)
     stop_timeout = site.policy.gates.startup_timeout_s + MARGIN_S  # SIGTERM rolls back: let the restart finish
-    service = worker_service(verb, site.name, argv, os.environ, os.getcwd(), stop_timeout)
+    upload = owned(args)
+    service = worker_service(verb, site.name, argv, os.environ, os.getcwd(), stop_timeout,
+                             remove_after=str(upload.directory) if upload else None)
 
     async def go() -> int:
         record = await launch(site.endpoint, site.state_dir, verb, site.name, service)
+        if upload:
+            upload.hand_over()  # the unit removes it when it stops; until it started, this process did
         print(f"{verb} runs in {record.unit} (Ctrl-C: detach or abort; `deployctl attach {site.name}`"
               " follows it again)", file=sys.stderr)
         return await follow(site.endpoint, record)
@@ -52,7 +57,7 @@ def run_in_unit(args: argparse.Namespace, verb: str, site: Site) -> int:
 def dead_man(args: argparse.Namespace, site: Site) -> DeadMan:
     """The switch for this deployment: on expiry, ``deployctl recover`` with the same inventory and state."""
     recover = [sys.executable, "-m", "deployctl", "recover", "-d", site.name,
-               "-i", str(Path(inventory_path(args)).resolve()), "--state-dir", str(site.state_dir.resolve())]
+               "-i", lasting_copy(args, site.state_dir, site.name), "--state-dir", str(site.state_dir.resolve())]
     return DeadMan(site.endpoint, site.name, recover, os.environ, os.getcwd(), bound_s(site.policy))
 
 

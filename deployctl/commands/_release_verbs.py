@@ -50,8 +50,10 @@ def add_site_arguments(parser: argparse.ArgumentParser, *, alias: bool = True, h
     add_deployment(parser, alias=alias, help=help)
 
 
-def add_profile_and_site_arguments(parser: argparse.ArgumentParser, *, profile_help: str) -> None:
-    """``VERB PROFILE [-d D]``, ``VERB D PROFILE`` and ``--profile P``: the grammar of promote and bisect."""
+def add_candidate_arguments(parser: argparse.ArgumentParser, *, profile_help: str, dry_run_help: str,
+                            fresh_baseline_help: str) -> None:
+    """What promote and bisect both take: ``VERB PROFILE [-d D]``, ``VERB D PROFILE`` and ``--profile P``;
+    --dry-run, --skip-preflight and --fresh-baseline."""
     parser.add_argument("profile", metavar="PROFILE", nargs="?", help=profile_help
                         ).completer = complete_profiles  # type: ignore[attr-defined]
     add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
@@ -59,6 +61,9 @@ def add_profile_and_site_arguments(parser: argparse.ArgumentParser, *, profile_h
     parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `VERB D PROFILE`: the alias of -d D
     add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
                                                  "accepted as the first of two positional arguments)")
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
+    parser.add_argument("--fresh-baseline", action="store_true", help=fresh_baseline_help)
 
 
 def state_dir(args: argparse.Namespace) -> Path:

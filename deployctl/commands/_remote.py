@@ -2,7 +2,8 @@
 
 One connection checks the host's deployctl version and copies the laptop's inventory into a private
 temporary directory there; a second runs the verb with that inventory (long verbs in a transient unit, so a
-dropped connection does not stop them) and streams its output and exit code. The ledger on the host
+dropped connection does not stop them) and streams its output and exit code. The host removes the
+directory once the verb is done with it (deployctl.commands._upload). The ledger on the host
 records the inventory's sha256 (computed there) and where it came from (laptop path, git commit). Not a verb (no ``NAME``).
 """
 
@@ -19,6 +20,7 @@ from typing import Sequence
 
 from deployctl import __version__
 from deployctl.adapters.ssh import SSH_FAILED, Target, capture, compatible, connection_error, parse_target, ssh_argv, stream
+from deployctl.commands._upload import UPLOAD_OPTION
 from deployctl.commands.options import INVENTORY_ENV, inventory_path
 from deployctl.errors import ExitCode, InputError, RemoteError
 
@@ -26,7 +28,7 @@ REMOTE_COMMAND_ENV = "DEPLOYCTL_REMOTE_COMMAND"  # the deployctl on the host, e.
 SSH_OPTIONS_ENV = "DEPLOYCTL_SSH_OPTIONS"  # more ssh options, e.g. "-i ~/.ssh/deploy_key"
 ORIGIN_ENV = "DEPLOYCTL_INVENTORY_FROM"  # set on the host from --inventory-from: where the inventory came from
 LONG_VERBS = ("promote", "rollback")
-_LOCAL_ONLY = {"-H": True, "--host": True, "--remote-inventory": False}  # option → takes a value
+_LOCAL_ONLY = {"-H": True, "--host": True, "--remote-inventory": False, UPLOAD_OPTION: False}  # option → takes a value
 _INVENTORY = ("-i", "--inventory")
 
 
@@ -49,10 +51,10 @@ def strip_options(argv: Sequence[str], options: dict[str, bool]) -> list[str]:
 
 
 def remote_argv(argv: Sequence[str], verb: str, inventory: str | None, origin: str | None) -> list[str]:
-    """The arguments for the host's deployctl: no -H, the uploaded inventory, long verbs in a unit."""
+    """The arguments for the host's deployctl: no -H, the uploaded inventory (its to remove), long verbs in a unit."""
     forward = strip_options(argv, _LOCAL_ONLY)
     if inventory is not None:
-        forward = strip_options(forward, {o: True for o in _INVENTORY}) + ["-i", inventory]
+        forward = [UPLOAD_OPTION, *strip_options(forward, {o: True for o in _INVENTORY}), "-i", inventory]
     if verb in LONG_VERBS and "--in-unit" not in forward:
         forward.append("--in-unit")
     return (["--inventory-from", origin] if origin else []) + forward

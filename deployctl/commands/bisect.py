@@ -11,7 +11,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.commands._release_verbs import (
-    add_profile_and_site_arguments,
+    add_candidate_arguments,
     adopt_installed,
     limits,
     locked,
@@ -63,12 +63,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_profile_and_site_arguments(parser, profile_help="the rejected candidate, e.g. candidate")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the changes, what the ledger already blames, the worst case and the budget")
-    parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
-    parser.add_argument("--fresh-baseline", action="store_true",
-                        help="measure the live release once now instead of reusing a measurement from the last hour")
+    add_candidate_arguments(
+        parser, profile_help="the rejected candidate, e.g. candidate",
+        dry_run_help="print the changes, what the ledger already blames, the worst case and the budget",
+        fresh_baseline_help="measure the live release once now instead of reusing a measurement from the last hour")
     add_in_unit_argument(parser)
 
 

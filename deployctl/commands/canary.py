@@ -26,6 +26,7 @@ from deployctl.commands._release_verbs import (
 )
 from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
+from deployctl.commands._upload import refuse_lasting_use
 from deployctl.commands.options import add_deployment
 from deployctl.commands.promote import abort_request, promote
 from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, exit_code_of
@@ -157,6 +158,7 @@ def install(args: argparse.Namespace) -> int:
         calendar, delay_s = every_to_calendar(args.every)
     except ValueError as exc:
         raise InputError(f"--every: {exc}") from None
+    refuse_lasting_use(args, "the canary's timer")
     site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
     metrics = textfile_dir(args)
     inventory = str(Path(inventory_path(args)).resolve())

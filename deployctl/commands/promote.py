@@ -19,7 +19,7 @@ from deployctl.commands._operation import (
     run_in_unit,
 )
 from deployctl.commands._release_verbs import (
-    add_profile_and_site_arguments,
+    add_candidate_arguments,
     adopt_installed,
     limits,
     locked,
@@ -70,12 +70,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_profile_and_site_arguments(parser, profile_help="the profile to try, e.g. candidate")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the whole plan (pre-flight included; exit 3 if it would refuse) and change nothing")
-    parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
-    parser.add_argument("--fresh-baseline", action="store_true",
-                        help="measure the live release now, even if the ledger has a measurement of it from the last hour")
+    add_candidate_arguments(
+        parser, profile_help="the profile to try, e.g. candidate",
+        dry_run_help="print the whole plan (pre-flight included; exit 3 if it would refuse) and change nothing",
+        fresh_baseline_help="measure the live release now, even if the ledger has a measurement of it from the last hour")
     parser.add_argument("--bisect", action="store_true",
                         help="on a rejection, find the change(s) that did it and promote the rest (deployctl bisect)")
     add_in_unit_argument(parser)

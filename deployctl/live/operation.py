@@ -75,11 +75,11 @@ def unit_environment(env: Mapping[str, str], unit: str) -> dict[str, str]:
 
 
 def worker_service(verb: str, deployment: str, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-                   stop_timeout_s: float) -> TransientService:
+                   stop_timeout_s: float, remove_after: str | None = None) -> TransientService:
     unit = operation_unit(verb, deployment)
     return TransientService(argv=[sys.executable, "-m", "deployctl", *argv],
                             description=f"deployctl {verb} {deployment}", environment=unit_environment(env, unit),
-                            working_directory=cwd, stop_timeout_s=stop_timeout_s)
+                            working_directory=cwd, stop_timeout_s=stop_timeout_s, remove_after=remove_after)
 
 
 async def launch(endpoint: Endpoint, state_dir: Path, verb: str, deployment: str, service: TransientService) -> OperationRecord:

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
@@ -136,6 +137,29 @@ def installed_profile(box: Sandbox, unit: str) -> str:
     text = (box.unit_dir / unit).read_text()
     assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
+
+
+def slow_down(box: Sandbox, unit: str, port: int, *env: str) -> None:
+    """A runtime drop-in setting ``env`` on ``unit`` (its unit file and release stay the same), a restart, and
+    the server answering again."""
+    dropin = box.runtime_unit_dir / f"{unit}.d"
+    dropin.mkdir(parents=True, exist_ok=True)
+    (dropin / "slow.conf").write_text("[Service]\n" + "".join(f"Environment={e}\n" for e in env))
+    box.run(["systemctl", "daemon-reload"])
+    box.run(["systemctl", "restart", unit])
+    wait_for("the slowed server comes back", lambda: healthy(port), 60)
+
+
+@contextmanager
+def slowed(box: Sandbox, unit: str, port: int, *env: str) -> Iterator[None]:
+    """``slow_down`` for the ``with`` block; then the drop-in goes and the unit restarts as it was."""
+    try:
+        slow_down(box, unit, port, *env)
+        yield
+    finally:
+        (box.runtime_unit_dir / f"{unit}.d" / "slow.conf").unlink(missing_ok=True)
+        box.run(["systemctl", "daemon-reload"])
+        box.run(["systemctl", "restart", unit])
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float) -> Any:

@@ -23,7 +23,7 @@ from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
-from support.promote_world import FAST_SIM, POLICY, REPO, Cli
+from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed
 from support.promote_world import healthy as _healthy
 from support.webhook_receiver import Hook
 
@@ -110,16 +110,7 @@ def test_a_quiet_watch_is_silent_and_writes_the_metrics(world):
 def test_a_slowed_live_server_is_degraded_with_exit_code_metrics_and_webhook(world):
     cli, data, hook = world
     dep = data["deployments"]["glm5-sim"]
-    dropin = cli.box.runtime_unit_dir / f"{dep['unit']}.d"
-    dropin.mkdir(parents=True, exist_ok=True)
-    (dropin / "slow.conf").write_text("[Service]\nEnvironment=SGLANG_SIM_THROUGHPUT_FACTOR=0.8\n")
-    try:
-        cli.box.run(["systemctl", "daemon-reload"])
-        cli.box.run(["systemctl", "restart", dep["unit"]])
-        deadline = time.monotonic() + 60
-        while not _healthy(dep["port"]):
-            assert time.monotonic() < deadline, "the slowed server did not come back"
-            time.sleep(0.3)
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.8"):
         done = canary(cli, "glm5-sim")
         assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr
         assert "glm5-sim: live release" in done.stderr and "degraded" in done.stderr
@@ -130,10 +121,6 @@ def test_a_slowed_live_server_is_degraded_with_exit_code_metrics_and_webhook(wor
         assert call["body"]["verdict"] == "degraded" and call["body"]["deployment"] == "glm5-sim"
         assert "degraded" in call["body"]["text"] and call["signature"].startswith("sha256=")
         assert "s3cret" not in json.dumps(call["body"])
-    finally:
-        (dropin / "slow.conf").unlink()
-        cli.box.run(["systemctl", "daemon-reload"])
-        cli.box.run(["systemctl", "restart", dep["unit"]])
 
 
 HOLD_LOCK = (
@@ -251,18 +238,9 @@ def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(worl
     quiet = [canary(own, "glm5-sim").returncode for _ in range(10)]
     assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for code in quiet), quiet
     assert not [cp for w in _notes(own, "glm5-sim", "watch") for cp in w["change_points"] if cp["change_pct"] < 0]
-    dropin = cli.box.runtime_unit_dir / f"{dep['unit']}.d"
-    dropin.mkdir(parents=True, exist_ok=True)
     # 0.96 of the simulator's speed is a 3 % step of the tok/s the client measures (its fixed costs per
     # request do not slow down); 0.97 measured about 2 %, at the 2 % change_min_pct itself.
-    (dropin / "step.conf").write_text("[Service]\nEnvironment=SGLANG_SIM_THROUGHPUT_FACTOR=0.96\n")
-    try:
-        cli.box.run(["systemctl", "daemon-reload"])
-        cli.box.run(["systemctl", "restart", dep["unit"]])
-        deadline = time.monotonic() + 60
-        while not _healthy(dep["port"]):
-            assert time.monotonic() < deadline, "the slowed server did not come back"
-            time.sleep(0.3)
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.96"):
         found_at = None
         for k in range(1, 6):
             done = canary(own, "glm5-sim")
@@ -277,7 +255,3 @@ def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(worl
         series = _watch_series(own, "glm5-sim")
         step = 100 * (sum(series[10:]) / len(series[10:]) / (sum(series[:10]) / 10) - 1)
         print(f"\nstep of {step:+.1f} % found at watch {found_at} after it: {series}")
-    finally:
-        (dropin / "step.conf").unlink()
-        cli.box.run(["systemctl", "daemon-reload"])
-        cli.box.run(["systemctl", "restart", dep["unit"]])

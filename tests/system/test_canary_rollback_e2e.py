@@ -24,7 +24,7 @@ import yaml
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
-from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, Cli, one_deployment, wait_for
+from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, Cli, one_deployment, slow_down, wait_for
 from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
@@ -32,6 +32,7 @@ from support.webhook_receiver import Hook
 pytestmark = [pytest.mark.system, pytest.mark.timeout(420)]
 
 DEP = "glm5-sim"
+UNIT = f"sglang-{DEP}.service"
 
 
 def _inventory(root: Path, **canary: Any) -> Path:
@@ -58,26 +59,12 @@ def _live(cli: Cli) -> tuple[int, str, str]:
 
 
 def _installed(cli: Cli) -> str:
-    unit = f"sglang-{DEP}.service"
-    assert not (cli.box.runtime_unit_dir / unit).exists()  # no trial left in /run
-    return (cli.box.unit_dir / unit).read_text()
+    assert not (cli.box.runtime_unit_dir / UNIT).exists()  # no trial left in /run
+    return (cli.box.unit_dir / UNIT).read_text()
 
 
 def _main_pid(cli: Cli) -> str:
-    return cli.box.run(["systemctl", "show", "-P", "MainPID", f"sglang-{DEP}.service"]).stdout.strip()
-
-
-def _slow_down(cli: Cli, port: int, *env: str) -> None:
-    """A runtime drop-in with ``env`` on the unit (whatever text is installed), then a restart."""
-    dropin = cli.box.runtime_unit_dir / f"sglang-{DEP}.service.d"
-    dropin.mkdir(parents=True, exist_ok=True)
-    (dropin / "slow.conf").write_text("[Service]\n" + "".join(f"Environment={e}\n" for e in env))
-    cli.box.run(["systemctl", "daemon-reload"])
-    cli.box.run(["systemctl", "restart", f"sglang-{DEP}.service"])
-    deadline = time.monotonic() + 60
-    while not _healthy(port):
-        assert time.monotonic() < deadline, "the slowed server did not come back"
-        time.sleep(0.3)
+    return cli.box.run(["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
 
 
 @pytest.fixture
@@ -89,13 +76,13 @@ def world(sandbox: Sandbox, tmp_path: Path) -> Iterator[tuple[Cli, int, Hook]]:
     cli = Cli(sandbox, inventory, tmp_path / "state")
     yield cli, yaml.safe_load(inventory.read_text())["deployments"][DEP]["port"], hook
     hook.server.shutdown()
-    dropin = sandbox.runtime_unit_dir / f"sglang-{DEP}.service.d"
+    dropin = sandbox.runtime_unit_dir / f"{UNIT}.d"
     if dropin.exists():
         for f in dropin.iterdir():
             f.unlink()
         dropin.rmdir()
     sandbox.run(["systemctl", "daemon-reload"])
-    sandbox.run(["systemctl", "stop", f"sglang-{DEP}.service"])
+    sandbox.run(["systemctl", "stop", UNIT])
 
 
 def canary(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]:
@@ -124,7 +111,7 @@ def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measur
     live_id, baseline_id = _live_over(cli, "paired", "baseline")
     ((baseline_hash, baseline_text),) = _ledger(cli, "SELECT unit_hash, unit_text FROM releases WHERE id=?",
                                                 baseline_id)
-    _slow_down(cli, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1")  # × 0.5 for paired only
+    slow_down(cli.box, UNIT, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1")  # × 0.5 for paired only
     done = canary(cli)
     said = done.stdout + done.stderr
     assert done.returncode == ExitCode.CANARY_ROLLED_BACK, said
@@ -156,7 +143,7 @@ def test_when_the_release_before_is_not_better_nothing_changes_and_it_is_tried_o
     live_id, paired_id = _live_over(cli, "baseline", "paired")
     live_hash, text = _live(cli)[1], _installed(cli)
     # Now every release is 0.8 × as fast, and the one before (paired) 0.5 × that again: worse, not better.
-    _slow_down(cli, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1", "SGLANG_SIM_THROUGHPUT_FACTOR=0.8")
+    slow_down(cli.box, UNIT, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1", "SGLANG_SIM_THROUGHPUT_FACTOR=0.8")
     done = canary(cli)
     said = done.stdout + done.stderr
     assert done.returncode == ExitCode.CANARY_DEGRADED, said
@@ -216,5 +203,5 @@ def test_a_killed_canary_promote_is_rolled_back_by_the_dead_mans_switch(sandbox:
     notes = " ".join(r[0] for r in _ledger(cli, "SELECT detail_json FROM events WHERE release_id=?", release))
     assert result != "kept" and "recovered by `deployctl recover`" in notes, (result, notes)
     assert "X-Deployctl-Profile=baseline" in _installed(cli)
-    assert sandbox.run(["systemctl", "is-active", f"sglang-{DEP}.service"]).stdout.strip() == "active"
-    sandbox.run(["systemctl", "stop", f"sglang-{DEP}.service"])
+    assert sandbox.run(["systemctl", "is-active", UNIT]).stdout.strip() == "active"
+    sandbox.run(["systemctl", "stop", UNIT])

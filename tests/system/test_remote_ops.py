@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,8 +37,19 @@ OPERATION_UNIT = "deployctl-promote-glm5-sim.service"
 
 
 def make_inventory(path: Path, **policy: Any) -> Path:
-    path.write_text(yaml.safe_dump(one_deployment(DEP, {"slow": SLOW_PROFILE}, policy)))
+    # Its own path in it: the copy uploaded to the host is told from other tests' (/tmp is the machine's).
+    path.write_text(f"# {path}\n" + yaml.safe_dump(one_deployment(DEP, {"slow": SLOW_PROFILE}, policy)))
     return path
+
+
+UPLOADED = re.compile(r"/tmp/deployctl-inventory\.[A-Za-z0-9]{6}")
+
+
+def uploads_of(inventory: Path) -> list[Path]:
+    """The directories on the host (the sandbox shares /tmp) holding an upload of ``inventory``."""
+    text = inventory.read_bytes()
+    return [d for d in Path("/tmp").glob("deployctl-inventory.*") if (d / "inventory.yaml").is_file()
+            and (d / "inventory.yaml").read_bytes() == text]
 
 
 class Host:
@@ -134,14 +146,19 @@ def test_ctrl_c_without_a_terminal_detaches_and_attach_follows_to_the_end(host: 
     assert "PREFLIGHT" in attached.stderr and "judge" in attached.stdout.lower()
 
 
-def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox, tmp_path: Path):
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["on-the-host", "over-ssh"])
+def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox, tmp_path: Path,
+                                                                 request: pytest.FixtureRequest, over_ssh: bool):
     # From the arm (INSTALL) to the kill takes a restart and a few polls, a second or two: the bound
     # leaves many times that, so the timer cannot fire while the runner still lives.
     bound = 15
-    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=bound, bench=TWO_WAVES_POLICY["bench"]),
-                tmp_path / "state")
+    inventory = make_inventory(tmp_path / "inventory.yaml", dead_man_s=bound, bench=TWO_WAVES_POLICY["bench"])
+    host = Host(sandbox, inventory, tmp_path / "state")
     host.restart_baseline()
-    follower = host.start("promote", "slow", "--fresh-baseline", "--in-unit")
+    promote = ["promote", "slow", "--fresh-baseline", "--in-unit"]
+    # Over SSH the killed unit takes the uploaded inventory with it: the switch recovers with its own copy.
+    follower = laptop_start(request.getfixturevalue("sshd"), [*promote, "-i", str(inventory), "--state-dir",
+                                                              str(host.state_dir)]) if over_ssh else host.start(*promote)
     try:
         wait_for("the promote reaches BENCH", lambda: (last_release(host.box, host.state_dir) or {}).get("phase") == "BENCH", 120)
         assert host.systemctl("is-active", "deployctl-deadman-glm5-sim.timer").stdout.strip() == "active"
@@ -159,6 +176,7 @@ def test_a_killed_runner_is_rolled_back_by_the_dead_mans_switch(sandbox: Sandbox
     assert release["result"] != "kept" and "recovered by `deployctl recover`" in release["notes"], release
     assert installed_profile(sandbox) == "baseline" and not (sandbox.runtime_unit_dir / UNIT).exists()
     assert host.systemctl("is-active", UNIT).stdout.strip() == "active"
+    assert uploads_of(inventory) == []
 
 
 def test_a_controller_alive_past_the_bound_is_told_to_roll_back(sandbox: Sandbox, tmp_path: Path):
@@ -197,13 +215,18 @@ def laptop(sshd: Sshd, args: list[str], *, port: int | None = None, key: str = "
     return done
 
 
+def laptop_start(sshd: Sshd, args: list[str]) -> subprocess.Popen[str]:
+    """``deployctl -H`` in its own session (killpg kills it and its ssh, as a dropped Wi-Fi would)."""
+    return subprocess.Popen([sys.executable, "-m", "deployctl", "-H", f"root@127.0.0.1:{sshd.port}", *args],
+                            env=laptop_env(sshd), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
 def test_a_killed_laptop_client_leaves_the_promote_running_and_attach_shows_it(sshd: Sshd, sandbox: Sandbox,
                                                                                 tmp_path: Path):
     inventory = make_inventory(tmp_path / "laptop-inventory.yaml")
     Host(sandbox, inventory, Path("/var/lib/deployctl")).restart_baseline()
-    client = subprocess.Popen([sys.executable, "-m", "deployctl", "-H", f"root@127.0.0.1:{sshd.port}", "promote",
-                               "neutral", "--fresh-baseline", "-i", str(inventory)], env=laptop_env(sshd), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    client = laptop_start(sshd, ["promote", "neutral", "--fresh-baseline", "-i", str(inventory)])
     try:
         wait_for("the promote runs on the host",
                  lambda: sandbox.run(["systemctl", "is-active", OPERATION_UNIT]).stdout.strip() == "active", 60)
@@ -211,8 +234,10 @@ def test_a_killed_laptop_client_leaves_the_promote_running_and_attach_shows_it(s
     finally:
         client.kill()
         client.communicate()
+    assert len(uploads_of(inventory)) == 1  # the laptop is gone; the unit still reads it
     wait_for("the promote finishes on the host",
              lambda: sandbox.run(["systemctl", "is-active", OPERATION_UNIT]).stdout.strip() != "active", 150)
+    assert uploads_of(inventory) == []  # the unit removed it when it stopped
     release = last_release(sandbox, Path("/var/lib/deployctl"))
     assert release and release["finished_at"], release
     attached = laptop(sshd, ["attach", DEP])
@@ -244,3 +269,19 @@ def test_remote_failures_are_one_line_with_a_hint_and_their_own_exit_code(sshd: 
     assert done.returncode == code, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and words in lines[0] and lines[1].startswith("hint: "), lines
+
+
+@pytest.mark.parametrize("args, code", [
+    (["validate"], ExitCode.OK),
+    (["status", "-d", "no-such-deployment"], ExitCode.BAD_INPUT),
+    (["promote", "neutral", "-d", "no-such-deployment"], ExitCode.BAD_INPUT),  # a long verb refused before its unit
+    (["canary", "install", DEP, "--every", "6h"], ExitCode.BAD_INPUT),  # its timer would outlive the upload
+])
+def test_the_uploaded_inventory_is_removed_from_the_host_once_the_verb_is_done(sshd: Sshd, tmp_path: Path,
+                                                                              args: list[str], code: int):
+    inventory = make_inventory(tmp_path / "laptop-inventory.yaml")
+    done = laptop(sshd, ["--json", *args, "-i", str(inventory)])
+    assert done.returncode == code, done.stdout + done.stderr
+    uploaded = UPLOADED.search(done.stdout)  # the host's deployctl names the inventory it read
+    assert uploaded, done.stdout
+    assert not Path(uploaded[0]).exists() and uploads_of(inventory) == []

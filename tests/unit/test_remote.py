@@ -19,7 +19,8 @@ from deployctl.adapters.transient import (
     timer_properties,
 )
 from deployctl.commands._remote import remote_argv, strip_options
-from deployctl.errors import ExitCode, InputError
+from deployctl.commands._upload import upload_directory
+from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
 from deployctl.live.operation import WORKER_ENV, _PriorityPrefix, unit_environment
@@ -50,6 +51,15 @@ def test_service_properties_have_systemd_run_types_and_journal_stdio():
     assert "StandardError" not in props  # inherit: one stream, lines in order
     assert props["Environment"] == ("as", ["DEPLOYCTL_STATE_DIR=/s"])
     assert props["TimeoutStopUSec"] == ("t", 90_000_000) and props["WorkingDirectory"] == ("s", "/w")
+    assert "ExecStopPost" not in props  # nothing of the caller's to remove
+
+
+def test_a_service_removes_the_directory_it_owns_however_it_stopped():
+    props = {k: (sig, v) for k, sig, v in TransientService(
+        argv=["/bin/x"], description="d", remove_after="/tmp/deployctl-inventory.Ab12Cd").properties()}
+    # ExecStopPost runs after a SIGKILL too; "-" (ignore failure): the unit's own result stays its program's
+    assert props["ExecStopPost"] == ("a(sasb)", [("/bin/rm", ["rm", "-rf", "--", "/tmp/deployctl-inventory.Ab12Cd"],
+                                                  True)])
 
 
 @pytest.mark.parametrize("service", [
@@ -159,10 +169,31 @@ def test_strip_options_removes_every_spelling():
 
 def test_remote_argv_sends_the_uploaded_inventory_and_runs_long_verbs_in_a_unit():
     argv = ["-H", "root@h", "promote", "neutral", "-d", "glm5", "-i", "/laptop/inv.yaml"]
-    assert remote_argv(argv, "promote", "/tmp/deployctl-inventory.X", "lap:/laptop/inv.yaml git:abc") == [
-        "--inventory-from", "lap:/laptop/inv.yaml git:abc", "promote", "neutral", "-d", "glm5",
-        "-i", "/tmp/deployctl-inventory.X", "--in-unit"]
+    uploaded = "/tmp/deployctl-inventory.Ab12Cd/inventory.yaml"
+    assert remote_argv(argv, "promote", uploaded, "lap:/laptop/inv.yaml git:abc") == [
+        "--inventory-from", "lap:/laptop/inv.yaml git:abc", "--uploaded-inventory", "promote", "neutral", "-d", "glm5",
+        "-i", uploaded, "--in-unit"]
     assert remote_argv(["-H", "h", "--remote-inventory", "history"], "history", None, None) == ["history"]
+    # the host's to remove only when it is the upload: never forwarded from the laptop's own command line
+    assert remote_argv(["--uploaded-inventory", "history"], "history", None, None) == ["history"]
+
+
+@pytest.mark.parametrize("path", [
+    "/tmp/deployctl-inventory.Ab12Cd/inventory.yaml",
+])
+def test_only_an_uploaded_inventory_is_removed_by_the_host(path):
+    assert str(upload_directory(path)) == "/tmp/deployctl-inventory.Ab12Cd"
+
+
+@pytest.mark.parametrize("path", [
+    "/etc/deployctl/inventory.yaml", "/tmp/inventory.yaml", "/tmp/deployctl-inventory.Ab12Cd/../../etc/inventory.yaml",
+    "/tmp/deployctl-inventory.../inventory.yaml", "/tmp/deployctl-inventory.Ab12Cd/x/inventory.yaml",
+    "tmp/deployctl-inventory.Ab12Cd/inventory.yaml", "/tmp/deployctl-inventory.Ab12Cd/inventory.yaml\n",
+    "/tmp/deployctl-inventory.Ab12Cd",
+])
+def test_any_other_path_is_refused_before_anything_is_removed(path):
+    with pytest.raises(UsageError, match="not an inventory uploaded by `deployctl -H`"):
+        upload_directory(path)
 
 
 # --- the runner's dead-man hook -----------------------------------------------------------------------
