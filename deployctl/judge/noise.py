@@ -130,8 +130,8 @@ def baseline_plan(
     (Wittes & Brittain): the spread of the trials so far, pooled over the sweep's levels (a far noisier
     level apart, ``pooling``) and with the learned σ, goes into the fixed design's sample size
     (``planned_trials``); the judge later uses all the trials, so the pilot costs its error rates
-    nothing (a sample variance tells nothing of its mean). With too little to go on (fewer than ``MIN_PLAN_DF`` degrees of freedom: one or two levels
-    with nothing learned): ``max_trials``.
+    nothing (a sample variance tells nothing of its mean). With too little to go on (fewer than
+    ``MIN_PLAN_DF`` degrees of freedom: one or two levels with nothing learned): ``max_trials``.
     """
     levels = [lv.concurrency for lv in measured.levels]
     if policy.baseline_trials is not None:
