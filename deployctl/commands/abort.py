@@ -1,4 +1,4 @@
-"""deployctl abort: stop a running promote, bisect or canary run of a deployment; it rolls back to the known-good unit."""
+"""deployctl abort: stop a running promote, bisect or canary run; it rolls back to the known-good unit."""
 
 from __future__ import annotations
 
