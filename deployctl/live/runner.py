@@ -149,11 +149,13 @@ class Runner:
         time = self.evidence.bench_time
         if time.total_s <= 0 and not self.evidence.fresh_because:
             return
-        said = [time.describe()] + ([time.reuse.describe()] if time.reuse else []) + \
+        trials = self.evidence.trials(self.plan.policy.judge.max_trials)
+        said = [time.describe()] + ([trials.describe()] if trials else []) + \
+            ([time.reuse.describe()] if time.reuse else []) + \
             [f"fresh baseline: {why}" for why in self.evidence.fresh_because if time.reuse is None]
         self.ledger.record(self.release_id, state.phase.value, "note", "benchmark",
                            {**time.to_dict(), "fresh_because": list(self.evidence.fresh_because),
-                            "reason": "; ".join(said)})
+                            "trials": trials.to_dict() if trials else None, "reason": "; ".join(said)})
 
     def _finish(self, state: m.State) -> None:
         verdict = self.evidence.judge.outcome.value if self.evidence.judge else None
@@ -271,6 +273,7 @@ class Runner:
         levels = [c for c in self.plan.policy.bench.concurrency if judge.rule_for(c).role == "critical"] \
             or list(self.plan.policy.bench.concurrency)
         trial = await self._traffic(self.plan.url, levels, 1, "confirmation")
+        self.evidence.confirmation_trials += len(levels)
         problem = _unusable(trial)
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))

@@ -146,6 +146,36 @@ class BenchTime:
                     "baseline_trials": r.baseline_trials, "trial_s": r.trial_s, "saved_s": r.saved_s}}
 
 
+@dataclass(frozen=True)
+class TrialCount:
+    """The trials a promote ran today (verification aside), against the fixed design of ``max_trials``
+    baseline and candidate trials at every level — the figure the judge's sequential design saves on."""
+
+    baseline: int  # a fresh baseline's trials (0 when a stored one was reused)
+    confirmation: int  # one a critical level when a stored baseline was checked
+    candidate: int
+    levels: int
+    max_trials: int
+
+    @property
+    def run(self) -> int:
+        return self.baseline + self.confirmation + self.candidate
+
+    @property
+    def fixed(self) -> int:
+        return 2 * self.max_trials * self.levels
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {n}" for name, n in (("baseline", self.baseline),
+                          ("confirmation", self.confirmation), ("candidate", self.candidate)) if n)
+        return (f"trials {self.run} ({parts}) of the {self.fixed} a fixed {self.max_trials} + {self.max_trials} "
+                f"design runs at these {self.levels} levels: {100 * self.run / self.fixed:.0f} %")
+
+    def to_dict(self) -> dict[str, int]:
+        return {"baseline": self.baseline, "confirmation": self.confirmation, "candidate": self.candidate,
+                "fixed_design": self.fixed}
+
+
 @dataclass
 class Evidence:
     baseline: BenchResult | None = None
@@ -153,6 +183,7 @@ class Evidence:
     fingerprint: BaselineFingerprint | None = None  # today's, as the baseline is stored with
     stored_baseline: StoredBench | None = None  # the stored one under confirmation (then reused)
     reuse: ReuseAccount | None = None
+    confirmation_trials: int = 0  # run to check a stored baseline, whether it agreed or not
     fresh_because: tuple[str, ...] = ()  # why no stored baseline was reused
     candidate: BenchResult | None = None
     verify: BenchResult | None = None
@@ -176,6 +207,14 @@ class Evidence:
         t = self.timings
         return BenchTime(t.get("bench:baseline", 0.0), t.get("bench:confirmation", 0.0),
                          t.get("bench:candidate", 0.0), t.get("bench:verify", 0.0), self.reuse)
+
+    def trials(self, max_trials: int) -> TrialCount | None:
+        """What was run today against the fixed design; None before the candidate was benchmarked."""
+        if self.candidate is None or self.baseline is None:
+            return None
+        fresh = 0 if self.baseline_reused_from is not None else _trials(self.baseline)
+        return TrialCount(fresh, self.confirmation_trials, _trials(self.candidate), len(self.baseline.levels),
+                          max_trials)
 
     @property
     def outside_s(self) -> float:
@@ -221,3 +260,7 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
         m.VerifyBaseline: lambda: "verify the restored baseline (health + short benchmark + drift check)",
     }[type(action)]()
+
+
+def _trials(result: BenchResult) -> int:
+    return sum(len(lv.trials) for lv in result.levels)

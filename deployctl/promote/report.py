@@ -194,6 +194,9 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         )
     if ev.bench_time.total_s > 0:
         lines.append(f"  {ev.bench_time.describe()}")
+    trials = ev.trials(out.plan.policy.judge.max_trials)
+    if trials is not None:
+        lines.append(f"  {trials.describe()}")
     lines.append(f"  controller overhead {out.overhead_s:.2f} s of {out.wall_s:.1f} s")
     return lines
 
@@ -218,7 +221,8 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,
-        "benchmark": {**ev.bench_time.to_dict(), "fresh_because": list(ev.fresh_because)},
+        "benchmark": {**ev.bench_time.to_dict(), "fresh_because": list(ev.fresh_because),
+                      "trials": trials.to_dict() if (trials := ev.trials(out.plan.policy.judge.max_trials)) else None},
         "timings_s": {**ev.timings, "wall": out.wall_s, "controller_overhead": out.overhead_s},
     }
 

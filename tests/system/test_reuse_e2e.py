@@ -71,6 +71,8 @@ def test_unchanged_host_reuses_the_baseline_after_one_confirmation_trial_per_lev
     assert bench["reuse"]["reused_from"] == data["stored"], bench
     assert bench["reuse"]["confirmation_trials"] == len(CRITICAL_LEVELS)
     assert bench["baseline_s"] == 0 and bench["confirmation_s"] > 0 and bench["reuse"]["saved_s"] > 0
+    assert bench["trials"]["baseline"] == 0 and bench["trials"]["confirmation"] == len(CRITICAL_LEVELS)
+    assert bench["trials"]["fixed_design"] == 2 * 5 * len(CRITICAL_LEVELS)  # promote_world's max_trials 5
     [(reused_from, fingerprint)] = _baselines(cli, out["release"])
     [(_, stored)] = _baselines(cli, data["stored"])
     assert reused_from == data["stored"] and json.loads(fingerprint) == json.loads(stored)

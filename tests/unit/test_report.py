@@ -80,6 +80,23 @@ def test_benchmark_time_and_what_reuse_saved_in_text_and_json():
     assert outcome_json(fresh)["benchmark"]["reuse"] is None
 
 
+def test_the_trials_run_are_counted_against_the_fixed_design():
+    # Two levels, max_trials 5: the fixed design runs 5 + 5 at each, 20 trials.
+    fresh = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3))
+    assert "trials 10 (baseline 4, candidate 6) of the 20 a fixed 5 + 5 design runs at these 2 levels: 50 %" \
+        in "\n".join(outcome_lines(fresh))
+    assert outcome_json(fresh)["benchmark"]["trials"] == {"baseline": 4, "confirmation": 0, "candidate": 6,
+                                                          "fixed_design": 20}
+    # A reused baseline: its stored trials were not run today, its confirmation trials were.
+    reused = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=4), candidate=bench({1: 1.0, 64: 1.0}, trials=2),
+                      baseline_reused_from=3, confirmation_trials=2)
+    assert outcome_json(reused)["benchmark"]["trials"] == {"baseline": 0, "confirmation": 2, "candidate": 4,
+                                                           "fixed_design": 20}
+    # Rejected before any candidate trial (a startup gate): nothing to compare with the fixed design.
+    gated = _outcome(baseline=bench({1: 1.0}, trials=2))
+    assert "fixed" not in "\n".join(outcome_lines(gated)) and outcome_json(gated)["benchmark"]["trials"] is None
+
+
 def test_rollback_failed_says_what_to_do():
     text = "\n".join(outcome_lines(_outcome(result=m.Result.ROLLBACK_FAILED)))
     assert "manual action needed" in text and "journalctl -u sglang-qwen.service" in text

@@ -198,6 +198,8 @@ async def test_unchanged_host_reuses_the_stored_baseline_after_one_confirmation_
     assert out.evidence.baseline_reused_from == first.release_id
     reuse = out.evidence.reuse
     assert reuse.reused_from == first.release_id and reuse.confirmation_trials == 2
+    counted = out.evidence.trials(5)
+    assert (counted.baseline, counted.confirmation) == (0, 2)  # the stored trials were not run today
     # what a fresh baseline would have run, planned from today's baseline (stored + confirmation): this
     # quiet host with min_trials 1 would have run one trial a level, so reuse saved nothing, and says so
     assert reuse.baseline_trials == 2
@@ -223,6 +225,8 @@ async def test_a_disagreeing_confirmation_trial_measures_a_fresh_baseline(ledger
     assert out.evidence.baseline is fresh and out.evidence.baseline_reused_from is None
     assert any("no longer describes the server" in r and "C=1" in r for r in out.state.reasons)
     assert out.evidence.bench_time.confirmation_s >= 0 and out.evidence.reuse is None
+    counted = out.evidence.trials(5)
+    assert (counted.baseline, counted.confirmation) == (6, 2)  # both were run today: both count
     rows = [b for b in ledger.benches(out.release_id) if b.role == "baseline"]
     assert len(rows) == 1 and rows[0].reused_from is None
 
