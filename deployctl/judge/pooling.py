@@ -11,9 +11,9 @@ candidate too often, so each level's variance is first tested against the pool o
 one-sided F test at ``GUARD_ALPHA``); a level far above them stands alone, on its own trials (and its
 learned σ), while the others keep pooling it (which only widens their intervals when it is truly
 noisier). With 2–3 trials a side the test sees only gross heterogeneity: one level twice as noisy as
-the other four still fails an unchanged candidate 3.3 % of the time at σ = 3 % (3.8 % without the
-guard; simulated, docs/judge.md). Pooling assumes what benchmark noise usually is; the guard stops the
-worst of the rest.
+the other four still fails an unchanged candidate about 3 % of the time at σ = 3 % on a brand-new host
+(3.8 % without the guard; 0.7 % once the host has learned each level's σ; simulated, docs/judge.md).
+Pooling assumes what benchmark noise usually is; the guard stops the worst of the rest.
 """
 
 from __future__ import annotations
