@@ -22,7 +22,7 @@ from deployctl.commands._release_verbs import (
 )
 from deployctl.commands.options import shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
-from deployctl.commands.promote import abort_on_signals, abort_request
+from deployctl.commands.promote import abort_on_signals
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.live.bindings import live_adapters
 from deployctl.live.bisect import (
@@ -166,7 +166,6 @@ async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: b
     bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight), who(), previous,
                         progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,
                         fresh_baseline=fresh_baseline, guard=guard)
-    abort_request(lock)  # a request left for a verb that had already ended is not for this one
     abort_on_signals(bisector, lock, "bisect")
     out = await bisector.run(Search(len(changes), candidate=candidate, likely_harmless=harmless), changes)
     out.blamed_before = tuple(sorted(candidate.startup_blamed)) if candidate else ()

@@ -182,7 +182,6 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                 ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
-            abort_request(lock)  # a request left for a promote that had already ended is not for this one
             abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
 
@@ -206,6 +205,7 @@ class Abortable(Protocol):
 
 def abort_on_signals(target: Abortable, lock: DeploymentLock, what: str = "promote") -> None:
     """SIGTERM/SIGINT (``deployctl abort``, ``systemctl stop``, Ctrl-C) make ``target`` roll back and stop."""
+    abort_request(lock)  # a request left for a verb that had already ended is not for this one
     loop = asyncio.get_running_loop()
 
     def abort(signame: str) -> None:
