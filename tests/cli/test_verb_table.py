@@ -52,13 +52,21 @@ def test_the_table_covers_every_verb() -> None:
     assert set(VERBS) == set(JSON_CASES), "a new verb needs a row in JSON_CASES"
 
 
+def test_the_top_help_lists_every_exit_code_once(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    for number, meaning in EXIT_CODES:
+        assert out.count(f"{number:>3}  {meaning}") == 1
+
+
 @pytest.mark.parametrize("verb", VERBS)
-def test_help_lists_every_exit_code_and_how_to_name_the_deployment(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_points_at_the_exit_codes_and_says_how_to_name_the_deployment(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run([verb, "--help"], capsys)
     assert code == 0
-    assert f"deployctl {verb}" in out and "exit codes" in out
-    for number, meaning in EXIT_CODES:
-        assert f"{number:>3}  {meaning}" in out
+    assert f"deployctl {verb}" in out and "exit codes: `deployctl --help` or `man deployctl`" in out
+    assert "rollback failed: manual action needed" not in out  # the table is not repeated in every verb
     for option in ("--inventory", "--state-dir", "--json", "--no-color", "--verbose"):
         assert option in out
     if verb in DEPLOYMENT_VERBS:  # -d everywhere, and the help says whether a positional alias works
