@@ -163,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     as_json = "--json" in argv
     upload = None
+    if as_json and "--version" in argv:  # argparse's version action prints text
+        print(json.dumps({"version": __version__}))
+        return ExitCode.OK
     try:
         parser = build_parser(_completion_argv(argv))
         _complete(parser)
@@ -215,7 +218,13 @@ def _main(argv: list[str]) -> int:
 def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
     try:
         if as_json:
-            print(json.dumps({"error": message, "hint": hint, "exit_code": code}, indent=2), flush=True)
+            # A message of several problems (validate, a bad inventory) is a summary line and one line each:
+            # under --json they are a list, so a script need not split a string.
+            first, *problems = message.splitlines() or [""]
+            document: dict[str, object] = {"error": first, "hint": hint, "exit_code": code}
+            if problems:
+                document["problems"] = problems
+            print(json.dumps(document, indent=2), flush=True)
         else:
             print(f"error: {message}", file=sys.stderr)
             if hint:
