@@ -374,9 +374,10 @@ class Runner:
             return m.Verified(False, reasons=(f"verification benchmark: {problem}",))
         if self.evidence.baseline is None:
             return m.Verified(True, reasons=("verified: healthy and serving (no earlier baseline to compare)",))
-        drift = self.a.judge.drift(self.evidence.baseline, result)
+        judged = self.evidence.judge.outcome if self.evidence.judge and not self.evidence.gate_failures else None
+        drift = self.a.judge.drift(self.evidence.baseline, result, self.evidence.candidate, judged)
         self.evidence.drift = drift
-        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons)
+        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt)
 
     # --- helpers ------------------------------------------------------------------------------------
 

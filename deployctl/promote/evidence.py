@@ -109,6 +109,9 @@ class GateResult:
 class DriftResult:
     drifted: bool
     reasons: tuple[str, ...] = ()
+    # The drift may explain the judged verdict (the A-B-A reading, ``deployctl.judge.aba``): the promote is
+    # then inconclusive, neither rejected nor passed on it.
+    in_doubt: bool = False
 
 
 @dataclass(frozen=True)
