@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.unprivileged import AsNobody
 from testpaths import DATA, REPO
 
 from deployctl import commands
@@ -220,11 +221,9 @@ def test_a_closed_stdout_is_not_an_error() -> None:
 def test_not_root_is_exit_5(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o755)  # root's, as /var/lib/deployctl is
-    tmp_path.chmod(0o755)
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "deployctl",
-         "restart", "glm5", "--profile", "baseline", "-i", EXAMPLE, "--state-dir", str(state), "--json"],
-        capture_output=True, text=True, timeout=60, cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    # AsNobody: the checkout may sit in a 0700 directory (a clone under /root or in `mktemp -d`).
+    with AsNobody(REPO, state) as nobody:
+        done = nobody.python("-m", "deployctl", "restart", "glm5", "--profile", "baseline", "-i", nobody.path(EXAMPLE),
+                             "--state-dir", nobody.path(state), "--json")
     assert done.returncode == ExitCode.ENVIRONMENT, done.stdout + done.stderr
     assert json.loads(done.stdout)["exit_code"] == ExitCode.ENVIRONMENT and "Traceback" not in done.stderr
