@@ -163,7 +163,8 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows,
+                           verdict.to_dict())
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Outcome | None = None) -> DriftResult:

@@ -97,6 +97,7 @@ class JudgeResult:
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
+    record: Mapping[str, Any] = field(default_factory=dict)  # the judge's serialised verdict, stored as is
 
 
 @dataclass(frozen=True)
