@@ -89,13 +89,16 @@ class StartupParser:
         st = self._st
         if st.pending_cues:
             st.commit_cues()  # another line came: the previous one was not the cut end of the log
-        if line[:1] != "[":
-            line = self._unwrapper.unwrap(line)
-        rec = simple_record(line)
-        if rec is not None:
-            self._on_record(rec)
-            return
         first = line[:1]
+        # No wrapper starts with a space or '\r' (frames, usage lines, meters): skip the call for them.
+        if (first != " " and first != "\r" and first != "[") or (first == "[" and not line[1:2].isdigit()):
+            line = self._unwrapper.unwrap(line)
+            first = line[:1]
+        if first == "[":
+            rec = simple_record(line)
+            if rec is not None:
+                self._on_record(rec)
+                return
         if (first == " " or first.islower()) and "\r" not in line and "\x1b" not in line \
                 and EMBEDDED_RE.search(line) is None:
             self._on_bare(line.rstrip())  # traceback frames, usage lines: no prefix of any kind
@@ -221,13 +224,13 @@ class StartupParser:
             return
         if "rror" in text and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
             return
-        if "scheduler died during initialization" in text or "scheduler is dead" in text:
-            died = RANK_DIED_RE.search(text)  # in a traceback or not: that rank failed
-            if died:
-                st.failed_rank(Rank(tp=int(died.group(1))))
         if st.tb is None and text.startswith("  File \""):
             st.tb = Traceback("tail", None, "")  # a paste that starts below the "Traceback" header
         if st.tb is not None:
+            if "scheduler " in text:
+                died = RANK_DIED_RE.search(text)  # the main process's traceback names the dead rank
+                if died:
+                    st.failed_rank(Rank(tp=int(died.group(1))))
             st.tb.feed(text)
             if "/sglang/" in text:
                 st.recognised = True

@@ -131,6 +131,9 @@ def test_unwrapper_shapes_and_negatives() -> None:
     assert unwrap("2026-01-01T00:00:00.123456789Z [2026-01-01 00:00:00] y") == "[2026-01-01 00:00:00] y"
     assert unwrap("Dec 01 12:00:00 gpu-7 sglang[42]:   File \"/a.py\"") == "  File \"/a.py\""
     assert unwrap("> > [2026-01-01 00:00:00] z") == "[2026-01-01 00:00:00] z"
+    assert unwrap("[pod/sglang-0/sglang] [2026-01-01 00:00:00 TP1] w") == "[2026-01-01 00:00:00 TP1] w"
+    assert unwrap("[rank3]:   File \"/a.py\", line 1") == "  File \"/a.py\", line 1"
+    assert unwrap("[rank3]:[W1201 12:00:00.1 ProcessGroupNCCL.cpp:1] x") == "[rank3]:[W1201 12:00:00.1 ProcessGroupNCCL.cpp:1] x"
     plain = Unwrapper()
     for line in ("Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01]", "a | b",
                  "Model config | hidden_size=4096", "  |  ", "| col | col |", "x  | y"):
