@@ -21,8 +21,8 @@ import re
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from deployctl.startup.failure import ARGPARSE_ERROR_RE, CONTAINER_EXIT_RE, EXCEPTION_LINE_RE, GENERIC_KINDS, \
-    RANK_DIED_RE, classify_exception, kernel_error, unknown_flags
+from deployctl.startup.failure import ARGPARSE_ERROR_RE, CONTAINER_EXIT_RE, EXCEPTION_LINE_RE, FATAL_LINE_RE, \
+    GENERIC_KINDS, RANK_DIED_RE, classify_exception, kernel_error, unknown_flags
 from deployctl.startup import header
 from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
@@ -172,7 +172,8 @@ class StartupParser:
 
     # -- fragments (progress meters) and bare lines ---------------------------------------------------
     def _on_fragment(self, text: str) -> None:
-        if "rror" in text and self._kernel_error(text):  # printed by another rank after an open meter
+        if ("rror" in text or "kernel image" in text or "illegal memory" in text) and self._kernel_error(text):
+            # printed by another rank after an open meter
             return
         if text.startswith("Capturing batches"):
             match = CAPTURING_BS_RE.match(text)
@@ -222,7 +223,14 @@ class StartupParser:
                 st.tb = Traceback("main", None, text)
             st.tb.expect_exc = True
             return
-        if "rror" in text and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
+        if ("rror" in text or "kernel image" in text or "illegal memory" in text) \
+                and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
+            return
+        if text[:1] in "FSAK*" and st.recognised and FATAL_LINE_RE.match(text) \
+                and not (text == "Killed" and st.sigquit is not None):  # the main process's own end after sigquit
+            # faulthandler's frames follow ("  File … line N in f"): a crash, not a traceback to read
+            st.close_tb()
+            st.fail("crashed", text, evidence=(clip(text),), rank=None)
             return
         if st.tb is None and text.startswith("  File \""):
             st.tb = Traceback("tail", None, "")  # a paste that starts below the "Traceback" header
@@ -355,7 +363,8 @@ class StartupParser:
             "memory pools allocated: the scheduler summary comes after them" if summary and st.kv is None else "",
         ) if x)
         info_mrr = self._info_mrr()
-        quant, quant_source = header.quantization(args or {}, st.weight_quant)
+        quant, quant_source = header.quantization(args or {}, st.weight_quant,
+                                                  (entry.get("dtype") for entry in st.moe.values()))
         return StartupReport(
             outcome=outcome,
             phase=phase,

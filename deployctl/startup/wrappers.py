@@ -40,6 +40,7 @@ _SGLANG_START_RE = re.compile(
     r"[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)|/\S+\.py:\d+: \w*Warning: "
 )
 _MAX_PREFIXES = 64
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def strip_journal(line: str) -> str:
@@ -65,6 +66,8 @@ class Unwrapper:
     def unwrap(self, line: str) -> str:
         """The line as SGLang printed it. Cheap when there is nothing to remove (the first character
         rules most shapes out)."""
+        if line[:1] == "\x1b":  # a coloured collector prefix (docker compose on a terminal)
+            line = _ANSI_RE.sub("", line)
         original = line
         for _ in range(4):  # combinations: "> svc | 2026-…Z [ts] …"
             before = line
