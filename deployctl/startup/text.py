@@ -21,7 +21,8 @@ HINTS = {
                  "and host RAM",
     "port_in_use": "another process holds the port: `ss -ltnp` shows which; stop it or change the port",
     "warmup_failed": "the server loaded but its warm-up request failed: the evidence shows why",
-    "crashed": "a server process crashed after start-up: see the evidence lines",
+    "crashed": "a server process crashed (the watchdog saw it exit, or it died below Python: a segfault, "
+               "SIGKILL): see the evidence lines; `dmesg -T` shows the kernel's side",
     "exception": "a Python exception stopped the start: the evidence shows where",
     "cuda_graph_failed": "CUDA-graph capture failed (the reason is above): a kernel built without this GPU's "
                          "architecture needs a matching sgl-kernel/flashinfer build; or start with "

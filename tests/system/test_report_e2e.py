@@ -15,6 +15,7 @@ from html import escape as html_escape
 from pathlib import Path
 
 import pytest
+import yaml
 from svgcheck import affine_residual, points, svgs
 from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
 
@@ -167,3 +168,27 @@ def test_markdown_table_of_the_same_release(promoted):
     assert done.returncode == 0, done.stderr
     rows = [ln for ln in done.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
     assert len(rows) == 2 and all(r.rstrip().endswith("| FAIL |") for r in rows)
+
+
+def test_after_the_limit_changed_the_release_still_shows_the_verdict_it_had(promoted):
+    """The forced-fusion promote was rejected at −87 % under a 10 % limit. With the inventory's limit now
+    at 95 %, `show`, `report` and the markdown still show FAIL on every level, with the policy then in
+    force; only `--recompute` judges again under today's policy, and says so. (The HTML page shows the same
+story: tests/adapters/test_report_verb.py.)"""
+    cli, release_id, root = promoted
+    data = yaml.safe_load(cli.inventory.read_text())
+    data["policy"]["judge"]["limit_pct"] = 95
+    later = root / "inventory-later.yaml"
+    later.write_text(yaml.safe_dump(data))
+    shown = cli("show", str(release_id), "-i", str(later))
+    assert shown.returncode == 0, shown.stderr
+    rows = [ln for ln in shown.stdout.splitlines() if re.match(r"\s*\d+ \|", ln)]
+    assert len(rows) == 2 and all(r.split("|")[-1].strip() == "FAIL" for r in rows), shown.stdout
+    assert "verdicts as decided at the time" in shown.stdout and "limit −10 %" in shown.stdout
+    md = cli("report", str(release_id), "--format", "markdown", "-i", str(later))
+    rows = [ln for ln in md.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert len(rows) == 2 and all(r.rstrip().endswith("| FAIL |") for r in rows), md.stdout
+    again = cli("report", str(release_id), "--format", "markdown", "--recompute", "-i", str(later))
+    rows = [ln for ln in again.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert again.returncode == 0 and not any(r.rstrip().endswith("| FAIL |") for r in rows), again.stdout
+    assert "RECOMPUTED (--recompute) under today's judge policy" in again.stdout and "decided FAIL" in again.stdout
