@@ -32,6 +32,7 @@ WATCH = "watch"  # a synthetic watch (a sweep of ours): a benchmark row of the l
 PASSIVE_WATCH = "passive-watch"  # a watch read from the server's own /metrics under its users' load
 REFERENCE = "reference"  # a pinned synthetic reference of the release (its first use, or `canary rebaseline`)
 PASSIVE_REFERENCE = "passive-reference"  # a pinned passive reference, one per occupancy level
+WEBHOOK_FAILED = "webhook-failed"  # a canary run's webhook call that failed (on the live release after the run)
 TRIED = "tried"  # the canary's note on a release it started: the version identity it decided on
 ROLLBACK_KIND = "canary-rollback"  # a degraded live release's trial of the release before it
 JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_failed")
@@ -220,12 +221,15 @@ class CanaryTotals:
     unclear: int = 0  # watches that could not decide
     rolled_back: int = 0  # candidates rolled back (rejected or inconclusive)
     restored: int = 0  # degraded releases the canary rolled back
+    webhook_failures: int = 0  # webhook calls that failed
 
 
 def ledger_totals(ledger: Ledger, deployment: str) -> CanaryTotals:
     releases = ledger.history(deployment, limit=10_000)
-    healths = [e.detail.get("health") for r in releases for e in ledger.events(r.id) if e.name == WATCH]
+    events = [e for r in releases for e in ledger.events(r.id)]
+    healths = [e.detail.get("health") for e in events if e.name == WATCH]
     return CanaryTotals(
+        webhook_failures=sum(1 for e in events if e.name == WEBHOOK_FAILED),
         degraded=healths.count(Health.DEGRADED.value), unclear=healths.count(Health.UNCLEAR.value),
         rolled_back=sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive")),
         restored=sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept"))
