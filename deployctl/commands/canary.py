@@ -49,9 +49,14 @@ HELP = "the scheduled canary: watch the live release, try the pending candidate 
 DESCRIPTION = """\
 Run by a timer or cron, once per deployment (or --all):
 
-1. watch: health, a short benchmark at the policy's levels judged against the live release's own
-   measurement at its promotion (else the newest stored baseline of its unit, else its first watch),
-   stored in the ledger; a significant step down in the release's series of watches (change points,
+1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
+   policy.canary.passive_window_s while it serves users — generated tokens per running request at the
+   window's occupancy, TTFT/ITL/E2E from the histograms — with no request of ours, judged against the
+   release's passive reference at that occupancy (its first such window, pinned). Only a server that
+   served nobody over the window (or exports no /metrics) gets a short benchmark at the policy's levels,
+   judged against the release's own reference (pinned by `canary rebaseline`, else its promotion's
+   measurement, else the stored baseline of its unit, pinned at first use, else its first watch). Stored
+   in the ledger; a significant step down in the release's series of watches (change points,
    E-divisive means) also counts, so a small persistent loss is caught. → ok, degraded, or unclear
    (the judge could not decide within its trials: never read as ok, never acted on; an installed canary
    looks again after policy.canary.unclear_recheck_s).
@@ -220,7 +225,8 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
         candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
         back = None
         if report.health is Health.DEGRADED:
-            back = decide_rollback(canary.on_degraded, report.release, report.result is not None,
+            # A passive window is not comparable with a trial's sweep: only a synthetic watch is a rollback's baseline.
+            back = decide_rollback(canary.on_degraded, report.release, report.result is not None and report.mode != "passive",
                                    {r.id: r for r in ledger.history(site.name, limit=10_000)},
                                    rollback_trials(ledger, report.release), report.version,
                                    window=canary.window, now=datetime.now())
@@ -294,6 +300,8 @@ def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
     else:
         out.detail.append(head)
         out.detail += [f"  {reason}" for reason in report.reasons]
+    if report.mode_reason:
+        out.detail.append(f"  measured by {report.mode_reason}")
     out.detail.append(f"  compared with {report.reference_from}")
     if report.result is not None:
         rows = [f"  {line}" for line in table_lines(_rows(report))]

@@ -160,9 +160,11 @@ def test_a_pending_candidate_is_tried_exactly_once_across_three_runs(world):
     # Runs 2 and 3 only watch. Their watch compares with the baseline the promote measured minutes
     # earlier; on a loaded 2-core machine that may read degraded — what matters is no second try.
     assert codes[0] == ExitCode.REJECTED, codes
-    assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for c in codes[1:]), codes
+    # (or unclear: the judge could not tell within its trials)
+    assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR) for c in codes[1:]), codes
     assert _promotes(cli, "qwen35-sim") == [("candidate", "rejected")]
-    assert hook.received[-1]["body"]["verdict"] == "rejected"
+    verdicts = [c["body"]["verdict"] for c in hook.received if c["body"]["deployment"] == "qwen35-sim"]
+    assert verdicts.count("rejected") == 1, verdicts
     # Keyed on the version the server states (as a stored baseline is), never null: what the later watches
     # saw is what the try was recorded under, so they did not try it again.
     tried = _notes(cli, "qwen35-sim", "tried")
@@ -182,8 +184,8 @@ def test_outside_the_window_nothing_restarts(world):
     unit = data["deployments"]["glm5-sim"]["unit"]
     before = _main_pid(cli.box, unit)
     done = canary(cli, "glm5-sim")
-    # (its watch may read degraded on a loaded machine: compared with a watch taken minutes earlier)
-    assert done.returncode in (ExitCode.OK, ExitCode.CANARY_DEGRADED), done.stdout + done.stderr
+    # (its watch may read degraded or unclear on a loaded machine: compared with a watch taken minutes earlier)
+    assert done.returncode in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR), done.stdout + done.stderr
     assert _main_pid(cli.box, unit) == before
     assert _promotes(cli, "glm5-sim") == []
     verbose = cli("-v", "canary", "glm5-sim", timeout=180)
@@ -239,7 +241,7 @@ def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(worl
     restarted = own("restart", "glm5-sim", "--profile", "baseline")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     quiet = [canary(own, "glm5-sim").returncode for _ in range(10)]
-    assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for code in quiet), quiet
+    assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR) for code in quiet), quiet
     assert not [cp for w in _notes(own, "glm5-sim", "watch") for cp in w["change_points"] if cp["change_pct"] < 0]
     # 0.96 of the simulator's speed is a 3 % step of the tok/s the client measures (its fixed costs per
     # request do not slow down); 0.97 measured about 2 %, at the 2 % change_min_pct itself.
