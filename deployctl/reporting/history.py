@@ -9,7 +9,7 @@ from typing import Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.promote.records import Release
-from deployctl.reporting.charts import FAIL_COLOUR, Chart, Table, colour, fmt, render
+from deployctl.reporting.charts import FAIL_COLOUR, SMALL, Chart, Table, colour, fmt, render
 from deployctl.reporting.page import Page, render_page
 from deployctl.reporting.story import mean_or_none, trial_values
 
@@ -71,7 +71,7 @@ def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
         ax.set_xlabel("release")
         ax.set_ylabel("output tok/s (mean of trials)")
         ax.set_ylim(0, ax.get_ylim()[1] * 1.2)  # room for the legend above the highest point
-        ax.legend(fontsize=7, frameon=False, ncols=4, loc="upper left")
+        ax.legend(fontsize=SMALL, frameon=False, ncols=4, loc="upper left")
 
     header = ("release", "kind", "profile", "result", *(f"C={c} live" for c in levels),
               *(f"C={c} candidate" for c in levels), "live now", "trials set aside")
