@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import asdict
 from statistics import mean
 from typing import Any, AsyncIterator, Mapping
 
@@ -16,7 +17,7 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
@@ -148,11 +149,12 @@ class LiveJudge:
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
     def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None,
+        *, restart: RestartNoise | None = None,
     ) -> JudgeResult:
         from deployctl.judge.verdict import judge
 
-        verdict = judge(baseline, candidate, self.policy.judge, noise)
+        verdict = judge(baseline, candidate, self.policy.judge, noise, restart)
         if self.improvement:
             from deployctl.judge.improvement import improvement_verdict
 
@@ -162,7 +164,11 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
+        # The noise the verdict rests on closes its reasons: printed, stored with the release, in --json.
+        in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
+                           tuple(sorted(verdict.more_trials.items())), rows,
+                           noise=asdict(verdict.noise) if verdict.noise is not None else None)
 
     def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
         from deployctl.judge.verdict import drift_check

@@ -97,6 +97,7 @@ class JudgeResult:
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
+    noise: dict[str, Any] | None = None  # the judge's noise in force (``verdict.NoiseInForce``), as plain data
 
 
 @dataclass(frozen=True)
