@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import asdict
 from statistics import mean
 from typing import Any, AsyncIterator, Mapping
 
@@ -17,6 +16,7 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
+from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
@@ -164,17 +164,24 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        # The noise the verdict rests on closes its reasons: printed, stored with the release, in --json.
+        # The noise the verdict rests on closes its reasons: printed, stored with the release; the record
+        # (``Verdict.to_dict``) carries it as data (``noise``) for --json and the reports.
         in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
         return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
-                           tuple(sorted(verdict.more_trials.items())), rows,
-                           noise=asdict(verdict.noise) if verdict.noise is not None else None)
+                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict())
 
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Outcome | None = None) -> DriftResult:
+        """The restored baseline against the one before; drifted, and with a ``judged`` PASS or FAIL of
+        ``candidate`` to weigh, the A-B-A reading says whether that verdict stands (``deployctl.judge.aba``)."""
+        from deployctl.judge.aba import aba_check
         from deployctl.judge.verdict import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
-        return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL):
+            return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+        aba = aba_check(candidate, verify, judged, self.policy.judge)
+        return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)
 
 
 def _mean(result: BenchResult, c: int) -> float | None:

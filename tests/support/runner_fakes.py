@@ -150,7 +150,8 @@ class FakeJudge:
         self.noise, self.restart = noise, restart
         return self.verdicts.pop(0)
 
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Any = None) -> DriftResult:
         return self._drift
 
 

@@ -11,7 +11,9 @@ from scipy import stats as scipy_stats
 from support.sweeps import BASE, sweep, trial
 
 from deployctl.inventory.policy import JudgePolicy, LevelRule
-from deployctl.judge.stats import DEFAULT_RESTART, NoiseEstimate, RestartNoise, log_ratio_interval, outlier_indices
+from deployctl.judge.stats import (
+    DEFAULT_RESTART, NoiseEstimate, RestartNoise, effective_df, log_ratio_interval, outlier_indices,
+)
 from deployctl.judge.verdict import (
     LevelState,
     Outcome,
@@ -295,7 +297,9 @@ def test_the_restart_sigma_joins_the_standard_error_and_its_df_never_grows():
     known = log_ratio_interval(base, cand, 0.95, restart=RestartNoise(0.02, None, "default"))
     learned = log_ratio_interval(base, cand, 0.95, restart=RestartNoise(0.02, 3, "learned"))
     assert known.se == pytest.approx(math.sqrt(plain.se ** 2 + 2 * 0.02 ** 2))
-    assert known.df == plain.df == 4 and learned.df == 3  # the fewer of the two, never Satterthwaite's more
+    assert known.df == plain.df == 4  # a known part adds no df (plugged in, Satterthwaite's would)
+    parts = [(plain.se ** 2, 4), (2 * 0.02 ** 2, 3)]
+    assert learned.df == pytest.approx(effective_df(parts)) and 3 < learned.df < 4
     assert known.restart_sigma == 0.02 and "restart σ 2.0 % a side (default)" in known.test
     assert learned.high - learned.low > known.high - known.low > plain.high - plain.low
 

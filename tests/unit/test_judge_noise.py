@@ -170,22 +170,21 @@ def test_a_restart_pair_is_the_sweeps_mean_difference_and_its_within_run_varianc
     b1, b64 = (math.log(1000.0) + math.log(1020.0)) / 2, (math.log(2000.0) + math.log(1960.0)) / 2
     assert pair.difference == pytest.approx(((math.log(1050.0) - b1) + (math.log(2100.0) - b64)) / 2)
     effect = sweep_shock(before, None, "output_tok_s")
-    assert effect.df == 1
-    assert pair.within_var == pytest.approx(effect.ss / effect.df * 2 * (1 + 1 / 2) / 4)
+    assert (pair.ss, pair.df) == (pytest.approx(effect.ss), 1) and pair.scale == pytest.approx(2 * (1 + 1 / 2) / 4)
     assert restart_pair(before, sweep({16: [1.0]}), "output_tok_s", {}) is None  # no level in common
 
 
 def test_restart_noise_is_learned_from_pairs_with_the_default_weighing_in():
     assert learn_restart([]) == DEFAULT_RESTART
-    calm = learn_restart([RestartPair(0.0, 0.0)] * 20)
+    calm = learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 20)
     assert calm.df == DEFAULT_RESTART_WEIGHT + 20 and "learned from 20 restart pair(s)" in calm.source
     assert calm.sigma == pytest.approx(DEFAULT_RESTART_SIGMA * math.sqrt(DEFAULT_RESTART_WEIGHT / 24))
-    # Pairs 4 % apart with 1e-4 of within-run variance: 2σ² ≈ 0.0016 − 0.0001, shrunk towards the default.
-    moved = learn_restart([RestartPair(0.04, 1e-4), RestartPair(-0.04, 1e-4)] * 10)
+    # Pairs 4 % apart; the within-run mean square pooled over the pairs (2e-4, scale 0.5): 2σ² ≈ 0.0016 − 0.0001.
+    moved = learn_restart([RestartPair(0.04, 0.5, 1e-4, 1), RestartPair(-0.04, 0.5, 3e-4, 1)] * 10)
     expected = (DEFAULT_RESTART_WEIGHT * DEFAULT_RESTART_SIGMA ** 2 + 20 * (0.0016 - 1e-4) / 2) / 24
     assert moved.sigma == pytest.approx(math.sqrt(expected))
-    assert learn_restart([RestartPair(0.0, 1.0)] * 30).sigma == 0.0  # never below zero
-    assert learn_restart([RestartPair(0.0, 0.0)] * 40).df == DEFAULT_RESTART_WEIGHT + MAX_PRIOR_DF
+    assert learn_restart([RestartPair(0.0, 1.0, 1.0, 1)] * 30).sigma == 0.0  # never below zero
+    assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 40).df == DEFAULT_RESTART_WEIGHT + MAX_PRIOR_DF
 
 
 def test_the_restart_noise_ledger_form_round_trips_and_rejects_nonsense():
