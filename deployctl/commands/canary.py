@@ -33,6 +33,7 @@ from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interru
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
+from deployctl.live.canary import rebaseline as pin_reference
 from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
@@ -81,6 +82,7 @@ examples:
   deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
   deployctl canary glm5                 # one run, as the timer does it
   deployctl canary --all -v             # every deployment, saying what happened
+  deployctl canary rebaseline glm5      # pin the live release's reference, measured now
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
@@ -101,7 +103,8 @@ def most_serious(codes: list[int]) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
-                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer")
+                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now")
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
@@ -138,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.target[:1] == ["rebaseline"]:
+        return rebaseline(args)
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
@@ -182,6 +187,25 @@ def install(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {w}" for w in written[:-1]))
     print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
           f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
+
+
+def rebaseline(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+
+    async def pin(lock: DeploymentLock) -> str:
+        with Ledger.open(site.state_dir) as ledger:
+            async with live_adapters(site, None) as adapters:
+                await recover_first(ledger, site, adapters, NAME)
+                live_id = adopt_installed(ledger, site)
+                if live_id is None:
+                    raise InputError(f"{site.unit} is not installed: there is no live release to rebaseline")
+                return await _stoppable(pin_reference(ledger, site, adapters, ledger.get(live_id)), lock)
+
+    with locked(site, NAME) as lock:
+        print(asyncio.run(pin(lock)))
     return ExitCode.OK
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
+from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.verdict import judge
 from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
@@ -152,6 +153,32 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
                                                      "mode": "synthetic", "mode_reason": mode_reason})
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
                        mode_reason)
+
+
+async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> str:
+    """Pin a new reference of the live release, measured now the way a watch would measure it: a passive
+    window while it serves users, else a sweep at the watch's levels with the judge's full trial budget.
+    Later watches compare with it; what it replaced stays in the ledger. Says what it pinned."""
+    policy = site.policy
+    if not await adapters.bench.healthy(site.url):
+        raise EnvironmentUnfit(f"{site.name}: the live server does not answer /health: nothing to measure",
+                               hint=f"`deployctl status {site.name}`; rebaseline once it serves again")
+    report = await adapters.startup.live_report(site.unit)
+    version = report.sglang_version if report else None
+    key = dict(unit_hash=live.unit_hash, bench_key=bench_key(policy), host=site.host, sglang_version=version)
+    scrapes, _ = await _window(site)
+    if scrapes and not passive.idle(scrapes):
+        result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
+        if not result.levels or sum(t.valid for t in result.levels[0].trials) < policy.judge.min_trials:
+            raise EnvironmentUnfit(f"{site.name}: too little of the window was comparable (users queued, or "
+                                   "nothing generated): no reference pinned", hint="run it again later")
+        ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
+                f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+    result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
+    ledger.save_bench(live.id, REFERENCE, result, **key)
+    levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
+    return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
 
 
 def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
