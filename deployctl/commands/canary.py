@@ -33,7 +33,8 @@ from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interru
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
-from deployctl.live.canary import TRIED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.live.canary import rebaseline as pin_reference
+from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
@@ -86,6 +87,7 @@ examples:
   deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
   deployctl canary glm5                 # one run, as the timer does it
   deployctl canary --all -v             # every deployment, saying what happened
+  deployctl canary rebaseline glm5      # pin the live release's reference, measured now
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
@@ -106,7 +108,8 @@ def most_serious(codes: list[int]) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
-                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer")
+                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now")
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
@@ -143,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.target[:1] == ["rebaseline"]:
+        return rebaseline(args)
     if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
         raise UsageError(f"--every {args.every} schedules the canary; this runs it once, now",
                          hint=f"deployctl canary install {' '.join(args.target) or 'DEPLOYMENT'} --every {args.every}")
@@ -162,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
         runs.append(result)
     if args.json:
         print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
-                                    "release": r.watch.release.id if r.watch else None,
+                                    "release": live_after(r)[0],
+                                    "watched_release": r.watch.release.id if r.watch else None,
                                     "rollback": asdict(r.rollback) if r.rollback else None,
                                     "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
     return most_serious([r.code for r in runs])
@@ -190,6 +196,25 @@ def install(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {w}" for w in written[:-1]))
     print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
           f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
+
+
+def rebaseline(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+
+    async def pin(lock: DeploymentLock) -> str:
+        with Ledger.open(site.state_dir) as ledger:
+            async with live_adapters(site, None) as adapters:
+                await recover_first(ledger, site, adapters, NAME)
+                live_id = adopt_installed(ledger, site)
+                if live_id is None:
+                    raise InputError(f"{site.unit} is not installed: there is no live release to rebaseline")
+                return await _stoppable(pin_reference(ledger, site, adapters, ledger.get(live_id)), lock)
+
+    with locked(site, NAME) as lock:
+        print(asyncio.run(pin(lock)))
     return ExitCode.OK
 
 
@@ -332,33 +357,62 @@ def _change_pct(level: LevelVerdict | None) -> float | None:
     return 100.0 * intervals[0].change if intervals else None
 
 
-def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
-    """Journal, metrics, webhook: each best-effort after the run, never changing its outcome."""
+def live_after(out: Run) -> tuple[int | None, str | None]:
+    """The live release (id, unit hash) once the run is over: the promoted candidate or the restored earlier
+    release when the run changed it, else the one it watched."""
+    if out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote is not None:
+        return out.promote.release_id, out.promote.plan.candidate_hash
     release = out.watch.release if out.watch else None
+    return (release.id, release.unit_hash) if release else (None, None)
+
+
+def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
+    """Webhook, journal, metrics: each best-effort after the run, never changing its outcome. A failed
+    webhook is said in the run's lines, recorded in the ledger (the textfile counts those) and the journal."""
+    watched = out.watch.release if out.watch else None
+    live, _ = live_after(out)
+    failed = _webhook(site, out, live)
+    if failed is not None and live is not None:
+        try:
+            with Ledger.open(site.state_dir) as ledger:
+                ledger.record(live, "canary", "note", WEBHOOK_FAILED, {"verdict": out.verdict, "problem": failed})
+        except DeployctlError as exc:
+            out.lines.append(f"{site.name}: the failed webhook is not in the ledger either: {exc.message}")
     summary = "; ".join(line.strip() for line in out.lines[:4]) or f"{site.name}: {out.verdict}"
-    journal_send.send(summary, priority="info" if out.code in QUIET else "warning",
+    journal_send.send(summary, priority="info" if out.code in QUIET and failed is None else "warning",
                       fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
-                              "DEPLOYCTL_RELEASE": str(release.id) if release else "",
-                              "DEPLOYCTL_EXIT_CODE": str(out.code), **(out.rollback.journal_fields() if out.rollback else {})})
+                              "DEPLOYCTL_RELEASE": str(live) if live is not None else "",
+                              "DEPLOYCTL_WATCHED_RELEASE": str(watched.id) if watched else "",
+                              "DEPLOYCTL_EXIT_CODE": str(out.code),
+                              **({"DEPLOYCTL_WEBHOOK_FAILED": failed} if failed else {}),
+                              **(out.rollback.journal_fields() if out.rollback else {})})
     if metrics_dir is not None:
         try:
             textfile.write(metrics_dir, _metrics(site, out))
         except DeployctlError as exc:
             out.lines.append(f"{site.name}: {exc.message}")
+
+
+def _webhook(site: Site, out: Run, live: int | None) -> str | None:
+    """Call the policy's webhook on anything but ok and busy; why it failed, or None (sent, or none to send)."""
     hook = site.policy.canary.webhook
-    if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
-        payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
-                   "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
-                   "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
-        try:
-            secret = webhook.read_secret(hook.secret_file)
-        except OSError as exc:
-            out.lines.append(f"{site.name}: webhook not sent: cannot read its secret file: {exc.strerror}")
-            return
+    if hook is None or out.code in (ExitCode.OK, ExitCode.BUSY):
+        return None
+    watched = out.watch.release if out.watch else None
+    payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
+               "verdict": out.verdict, "exit_code": out.code, "release": live,
+               "watched_release": watched.id if watched else None,
+               "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
+               "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
+    try:
+        secret = webhook.read_secret(hook.secret_file)
+    except OSError as exc:
+        problem = f"webhook not sent: cannot read its secret file: {exc.strerror}"
+    else:
         problem = webhook.post(hook.url, payload, secret=secret, attempts=hook.attempts, timeout_s=hook.timeout_s)
-        if problem:
-            out.lines.append(f"{site.name}: {problem}")
+    if problem:
+        out.lines.append(f"{site.name}: {problem}")
+    return problem
 
 
 def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
@@ -374,11 +428,10 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
             totals = ledger_totals(ledger, site.name)
     except DeployctlError:
         pass  # the run's own outcome is already recorded; the counters wait for the next run
-    changed = out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote
-    live = out.promote.release_id if changed and out.promote else (w.release.id if w else None)
+    live, unit_hash = live_after(out)
     return textfile.CanaryMetrics(
         deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
-        live_unit_hash=out.promote.plan.candidate_hash if changed and out.promote else (w.release.unit_hash if w else None),
+        live_unit_hash=unit_hash,
         tok_s=tok, change_pct=change,
         degradations=totals.degraded, unclear=totals.unclear, rollbacks=totals.rolled_back,
-        degraded_rollbacks=totals.restored)
+        degraded_rollbacks=totals.restored, webhook_failures=totals.webhook_failures)

@@ -174,7 +174,10 @@ class LiveJudge:
         from deployctl.judge.verdict import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
-        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL):
+        # The canary's rollback trial (``improvement``) fails a release that is merely not better: "not
+        # worse than the restored baseline" does not make that FAIL doubtful, and its status quo (the
+        # degraded release stays, alerted) is the conservative side either way.
+        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL) or self.improvement:
             return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
         aba = aba_check(candidate, verify, judged, self.policy.judge)
         return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)

@@ -17,6 +17,7 @@ from typing import Any
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
+from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.verdict import judge
 from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
@@ -32,6 +33,7 @@ WATCH = "watch"  # a synthetic watch (a sweep of ours): a benchmark row of the l
 PASSIVE_WATCH = "passive-watch"  # a watch read from the server's own /metrics under its users' load
 REFERENCE = "reference"  # a pinned synthetic reference of the release (its first use, or `canary rebaseline`)
 PASSIVE_REFERENCE = "passive-reference"  # a pinned passive reference, one per occupancy level
+WEBHOOK_FAILED = "webhook-failed"  # a canary run's webhook call that failed (on the live release after the run)
 TRIED = "tried"  # the canary's note on a release it started: the version identity it decided on
 ROLLBACK_KIND = "canary-rollback"  # a degraded live release's trial of the release before it
 JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_failed")
@@ -153,6 +155,32 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
                        mode_reason)
 
 
+async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> str:
+    """Pin a new reference of the live release, measured now the way a watch would measure it: a passive
+    window while it serves users, else a sweep at the watch's levels with the judge's full trial budget.
+    Later watches compare with it; what it replaced stays in the ledger. Says what it pinned."""
+    policy = site.policy
+    if not await adapters.bench.healthy(site.url):
+        raise EnvironmentUnfit(f"{site.name}: the live server does not answer /health: nothing to measure",
+                               hint=f"`deployctl status {site.name}`; rebaseline once it serves again")
+    report = await adapters.startup.live_report(site.unit)
+    version = report.sglang_version if report else None
+    key = dict(unit_hash=live.unit_hash, bench_key=bench_key(policy), host=site.host, sglang_version=version)
+    scrapes, _ = await _window(site)
+    if scrapes and not passive.idle(scrapes):
+        result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
+        if not result.levels or sum(t.valid for t in result.levels[0].trials) < policy.judge.min_trials:
+            raise EnvironmentUnfit(f"{site.name}: too little of the window was comparable (users queued, or "
+                                   "nothing generated): no reference pinned", hint="run it again later")
+        ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
+                f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+    result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
+    ledger.save_bench(live.id, REFERENCE, result, **key)
+    levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
+    return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
+
+
 def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
     """The release's own reference, fixed once chosen: the newest pinned one (``canary rebaseline``), else its
     measurement at promotion, else — pinned now, so no later promote attempt moves it — the newest stored
@@ -220,12 +248,15 @@ class CanaryTotals:
     unclear: int = 0  # watches that could not decide
     rolled_back: int = 0  # candidates rolled back (rejected or inconclusive)
     restored: int = 0  # degraded releases the canary rolled back
+    webhook_failures: int = 0  # webhook calls that failed
 
 
 def ledger_totals(ledger: Ledger, deployment: str) -> CanaryTotals:
     releases = ledger.history(deployment, limit=10_000)
-    healths = [e.detail.get("health") for r in releases for e in ledger.events(r.id) if e.name == WATCH]
+    events = [e for r in releases for e in ledger.events(r.id)]
+    healths = [e.detail.get("health") for e in events if e.name == WATCH]
     return CanaryTotals(
+        webhook_failures=sum(1 for e in events if e.name == WEBHOOK_FAILED),
         degraded=healths.count(Health.DEGRADED.value), unclear=healths.count(Health.UNCLEAR.value),
         rolled_back=sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive")),
         restored=sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept"))

@@ -55,10 +55,12 @@ KERNEL_ERROR_RE = re.compile(
     r"(?:^|\s|\]:?\s?|what\(\):\s+|terminated with exception: )"
     r"((?:CUDA|Cuda|NCCL) error(?: \(([^)]*)\))?(?::\s?| in: | (\S+:\d+) ')(.+?)'?)$"
 )
-KERNEL_ERROR_CUES = ("CUDA error", "Cuda error", "NCCL error", "no kernel image is available",
-                     "an illegal memory access was encountered", "cudaErrorNoKernelImageForDevice")
+KERNEL_ERROR_CUES = ("CUDA error", "Cuda error", "NCCL error", "collective operation timeout",
+                     "no kernel image is available", "an illegal memory access was encountered",
+                     "cudaErrorNoKernelImageForDevice")
 # Said by the CUDA runtime whatever printed it ("cudaLaunchKernelEx(…): no kernel image is available …").
-_CUDA_RUNTIME_TEXTS = KERNEL_ERROR_CUES[3:]
+_CUDA_RUNTIME_TEXTS = KERNEL_ERROR_CUES[4:]
+COLLECTIVE_TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout: .*?(?= Exception raised|$)")
 TORCH_RANK_RE = re.compile(r"\[rank(\d+)\]")
 # A process that died below Python: faulthandler's header, the shell's words for a signal, absl's handler.
 FATAL_LINE_RE = re.compile(r"^(?:Fatal Python error: .+|Segmentation fault(?: \(core dumped\))?|Aborted \(core dumped\)"
@@ -122,6 +124,10 @@ def kernel_error(text: str) -> tuple[str, str, int | None] | None:
     None. The message keeps the kernel's ``file:line``: it tells which kernel has no image for this GPU."""
     if not any(cue in text for cue in KERNEL_ERROR_CUES):
         return None
+    timeout = COLLECTIVE_TIMEOUT_RE.search(text)
+    if timeout is not None:  # a rank waited for a peer that never came (torch's NCCL watchdog)
+        rank = TORCH_RANK_RE.search(text)
+        return "nccl", timeout.group(0).strip(), int(rank.group(1)) if rank else None
     match = KERNEL_ERROR_RE.search(text)
     if match is None:
         if any(cue in text for cue in _CUDA_RUNTIME_TEXTS):

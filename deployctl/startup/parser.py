@@ -91,7 +91,11 @@ class StartupParser:
             st.commit_cues()  # another line came: the previous one was not the cut end of the log
         first = line[:1]
         # No wrapper starts with a space or '\r' (frames, usage lines, meters): skip the call for them.
-        if (first != " " and first != "\r" and first != "[") or (first == "[" and not line[1:2].isdigit()):
+        if first == "[":
+            if not line[1:2].isdigit():
+                line = self._unwrapper.unwrap(line)
+                first = line[:1]
+        elif first != " " and first != "\r":
             line = self._unwrapper.unwrap(line)
             first = line[:1]
         if first == "[":
@@ -172,8 +176,8 @@ class StartupParser:
 
     # -- fragments (progress meters) and bare lines ---------------------------------------------------
     def _on_fragment(self, text: str) -> None:
-        if ("rror" in text or "kernel image" in text or "illegal memory" in text) and self._kernel_error(text):
-            # printed by another rank after an open meter
+        if text[-1:] != "]" and _may_be_kernel_error(text) and self._kernel_error(text):
+            # printed by another rank after an open meter (a meter alone ends with "it/s]")
             return
         if text.startswith("Capturing batches"):
             match = CAPTURING_BS_RE.match(text)
@@ -223,8 +227,8 @@ class StartupParser:
                 st.tb = Traceback("main", None, text)
             st.tb.expect_exc = True
             return
-        if ("rror" in text or "kernel image" in text or "illegal memory" in text) \
-                and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
+        if (text[:2] != "  " or text[:9] == "  what():") and _may_be_kernel_error(text) \
+                and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):  # frames are never one
             return
         if text[:1] in "FSAK*" and st.recognised and FATAL_LINE_RE.match(text) \
                 and not (text == "Killed" and st.sigquit is not None):  # the main process's own end after sigquit
@@ -421,6 +425,11 @@ class StartupParser:
             if isinstance(value, int):
                 return value
         return None
+
+def _may_be_kernel_error(text: str) -> bool:
+    """A cheap filter before ``kernel_error``'s regex (every bare line and meter passes here)."""
+    return "rror" in text or "kernel image" in text or "illegal memory" in text or "operation timeout" in text
+
 
 _DRAFT_GRAPHS = frozenset({"draft_decode", "draft_extend"})
 _UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")

@@ -25,6 +25,7 @@ from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed
 from support.promote_world import healthy as _healthy
+from support.promtool import promtool
 from support.webhook_receiver import Hook
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -285,6 +286,34 @@ def test_a_wide_interval_beyond_the_limit_is_unclear_with_its_own_exit_code(worl
     assert "unclear" in done.stderr and "not decided: C=8" in done.stderr, done.stderr
     assert 'deployctl_canary_outcome{deployment="glm5-sim",outcome="unclear"} 1.0' in _metrics(own, "glm5-sim")
     assert 'deployctl_canary_unclear_total{deployment="glm5-sim"} 1.0' in _metrics(own, "glm5-sim")
+    checked = promtool("check", "metrics", stdin=_metrics(own, "glm5-sim"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert [c["body"]["verdict"] for c in hook.received[calls:]] == ["unclear"]
     assert _notes(own, "glm5-sim", "watch")[-1]["health"] == "unclear"
     assert "rollback" not in done.stderr
+
+
+def test_a_failed_webhook_is_in_the_ledger_the_journal_and_the_textfile(world, tmp_path):
+    cli, data, _ = world
+    dead = f"http://127.0.0.1:{_free_port()}/hook"  # nothing listens there
+    inventory = {**data, "policy": {**data["policy"], "canary": {"levels": [8], "webhook": {
+        "url": dead, "attempts": 1, "timeout_s": 2}}}}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory))
+    own = Cli(cli.box, tmp_path / "inventory.yaml", tmp_path / "state")
+    dep = data["deployments"]["glm5-sim"]
+    assert own("restart", "glm5-sim", "--profile", "baseline").returncode == 0
+    assert canary(own, "glm5-sim").returncode == ExitCode.OK  # its reference
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.8"):
+        done = canary(own, "glm5-sim")
+    assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr  # the webhook never changes it
+    assert f"webhook {dead} failed after 1 attempt(s)" in done.stderr, done.stderr
+    (failed,) = _notes(own, "glm5-sim", "webhook-failed")
+    assert failed["verdict"] == "degraded" and dead in failed["problem"]
+    assert 'deployctl_canary_webhook_failures_total{deployment="glm5-sim"} 1.0' in _metrics(own, "glm5-sim")
+    checked = promtool("check", "metrics", stdin=_metrics(own, "glm5-sim"))  # the file as the canary wrote it
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    entries = subprocess.run([*cli.box.journal_command, "-o", "json", "SYSLOG_IDENTIFIER=deployctl",
+                              "DEPLOYCTL_DEPLOYMENT=glm5-sim", "DEPLOYCTL_VERDICT=degraded"],
+                             capture_output=True, text=True).stdout
+    fields = [json.loads(line) for line in entries.splitlines() if line.strip()]
+    assert any(dead in f.get("DEPLOYCTL_WEBHOOK_FAILED", "") for f in fields), entries[-2000:]

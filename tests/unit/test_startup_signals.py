@@ -48,6 +48,15 @@ def test_the_cuda_runtimes_own_words_are_a_failure_whoever_printed_them() -> Non
     assert triton.failure.kind == "cuda_error"
 
 
+def test_a_collective_timeout_is_an_nccl_failure_on_its_rank() -> None:
+    line = ("[rank6]:[E1201 12:10:00.000000 77 ProcessGroupNCCL.cpp:632] [Rank 6] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+            "for 600012 milliseconds before timing out.")
+    report = parse_lines([f"{TS} TP6] {BEGIN}", line])
+    assert (report.failure.kind, report.failed_ranks) == ("nccl", ("TP6",))
+    assert report.failure.message.startswith("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5")
+
+
 def test_prose_about_errors_is_no_failure() -> None:
     lines = [f"{TS} TP0] {BEGIN}", "CUDA kernel errors might be asynchronously reported at some other API call",
              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
