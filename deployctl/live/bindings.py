@@ -17,7 +17,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
@@ -149,11 +149,12 @@ class LiveJudge:
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
     def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None,
+        *, restart: RestartNoise | None = None,
     ) -> JudgeResult:
         from deployctl.judge.verdict import judge
 
-        verdict = judge(baseline, candidate, self.policy.judge, noise)
+        verdict = judge(baseline, candidate, self.policy.judge, noise, restart)
         if self.improvement:
             from deployctl.judge.improvement import improvement_verdict
 
@@ -163,8 +164,11 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows,
-                           verdict.to_dict())
+        # The noise the verdict rests on closes its reasons: printed, stored with the release; the record
+        # (``Verdict.to_dict``) carries it as data (``noise``) for --json and the reports.
+        in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
+                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict())
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Outcome | None = None) -> DriftResult:
