@@ -29,7 +29,7 @@ from deployctl.commands._operation import dead_man
 from deployctl.commands._upload import refuse_lasting_use
 from deployctl.commands.options import add_deployment
 from deployctl.commands.promote import abort_request, promote
-from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, exit_code_of
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
@@ -48,6 +48,11 @@ NAME = "canary"
 T = TypeVar("T")
 HELP = "the scheduled canary: watch the live release, try the pending candidate once (for timers and cron)"
 DESCRIPTION = """\
+`deployctl canary DEPLOYMENT` (or --all) runs once, now; `deployctl canary install DEPLOYMENT [--every
+PERIOD]` schedules it: writes deployctl-canary@.service and .timer with this installation's paths and
+enables deployctl-canary@DEPLOYMENT.timer over D-Bus (PERIOD: 1min at least; 15min, 6h, 1d; default 6h).
+--every only schedules: given to a run, it is refused rather than ignored.
+
 Run by a timer or cron, once per deployment (or --all):
 
 1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
@@ -110,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
-    parser.add_argument("--every", metavar="PERIOD", default="6h",
+    parser.add_argument("--every", metavar="PERIOD", default=None,
                         help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
 
 
@@ -143,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         return install(args)
     if args.target[:1] == ["rebaseline"]:
         return rebaseline(args)
+    if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
+        raise UsageError(f"--every {args.every} schedules the canary; this runs it once, now",
+                         hint=f"deployctl canary install {' '.join(args.target) or 'DEPLOYMENT'} --every {args.every}")
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
@@ -169,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
 def install(args: argparse.Namespace) -> int:
     if len(args.target) != 2:
         raise InputError("say which deployment: `deployctl canary install DEPLOYMENT --every 6h`")
+    args.every = args.every or "6h"
     try:
         calendar, delay_s = every_to_calendar(args.every)
     except ValueError as exc:
