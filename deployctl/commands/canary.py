@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
@@ -27,7 +27,7 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
 from deployctl.commands._upload import refuse_lasting_use
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import add_deployment, complete_deployments
 from deployctl.commands.promote import abort_request, promote
 from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
@@ -109,7 +109,8 @@ def most_serious(codes: list[int]) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
                         help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
-                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now")
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now"
+                        ).completer = _complete_target  # type: ignore[attr-defined]
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
@@ -135,6 +136,12 @@ class Run:
     @property
     def verdict(self) -> str:
         return VERDICT.get(self.code, "error")
+
+
+def _complete_target(prefix: str, parsed_args: argparse.Namespace, **kwargs: Any) -> list[str]:
+    """The words before a deployment (install, rebaseline), then the inventory's deployments."""
+    words = [] if getattr(parsed_args, "target", None) else [w for w in ("install", "rebaseline") if w.startswith(prefix)]
+    return words + complete_deployments(prefix, parsed_args, **kwargs)
 
 
 def _targets(args: argparse.Namespace) -> list[str]:
