@@ -33,10 +33,12 @@ from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interru
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
-from deployctl.live.canary import TRIED, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.live.canary import rebaseline as pin_reference
+from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
+from deployctl.live.canary_units import arm_recheck
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
@@ -48,10 +50,17 @@ HELP = "the scheduled canary: watch the live release, try the pending candidate 
 DESCRIPTION = """\
 Run by a timer or cron, once per deployment (or --all):
 
-1. watch: health, a short benchmark at the policy's levels judged against the live release's own
-   measurement at its promotion (else the newest stored baseline of its unit, else its first watch),
-   stored in the ledger; a significant step down in the release's series of watches (change points,
-   E-divisive means) also counts, so a small persistent loss is caught. → ok or degraded.
+1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
+   policy.canary.passive_window_s while it serves users — generated tokens per running request at the
+   window's occupancy, TTFT/ITL/E2E from the histograms — with no request of ours, judged against the
+   release's passive reference at that occupancy (its first such window, pinned). Only a server that
+   served nobody over the window (or exports no /metrics) gets a short benchmark at the policy's levels,
+   judged against the release's own reference (pinned by `canary rebaseline`, else its promotion's
+   measurement, else the stored baseline of its unit, pinned at first use, else its first watch). Stored
+   in the ledger; a significant step down in the release's series of watches (change points,
+   E-divisive means) also counts, so a small persistent loss is caught. → ok, degraded, or unclear
+   (the judge could not decide within its trials: never read as ok, never acted on; an installed canary
+   looks again after policy.canary.unclear_recheck_s).
 2. try: if policy.canary.profile renders a unit other than the live one, and that exact unit was not
    yet judged on this SGLang version, and it is inside policy.canary.window: a full `deployctl promote`
    of it. A rejected or inconclusive candidate is not tried again until it changes.
@@ -65,7 +74,7 @@ a journal entry (SYSLOG_IDENTIFIER=deployctl, DEPLOYCTL_DEPLOYMENT, DEPLOYCTL_RE
 a Prometheus textfile for node_exporter, and on anything but ok a webhook call (policy.canary.webhook).
 
 exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) · 20 degraded ·
-            22 degraded, rolled back to the release before it (it measures better now) ·
+            23 unclear (could not decide) · 22 degraded, rolled back to the release before it (it measures better now) ·
             21 candidate promoted · 10 candidate rejected, rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
 
@@ -73,15 +82,17 @@ examples:
   deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
   deployctl canary glm5                 # one run, as the timer does it
   deployctl canary --all -v             # every deployment, saying what happened
+  deployctl canary rebaseline glm5      # pin the live release's reference, measured now
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
 SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_ROLLED_BACK, ExitCode.BUG, ExitCode.BAD_INPUT,
-            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED, ExitCode.BUSY,
-            ExitCode.CANARY_PROMOTED, ExitCode.OK)
+            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.CANARY_UNCLEAR,
+            ExitCode.INTERRUPTED, ExitCode.BUSY, ExitCode.CANARY_PROMOTED, ExitCode.OK)
 VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CANARY_PROMOTED: "promoted",
            ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive", ExitCode.PREFLIGHT_REFUSED: "refused",
-           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy", ExitCode.CANARY_ROLLED_BACK: "rolled_back"}
+           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy", ExitCode.CANARY_ROLLED_BACK: "rolled_back",
+           ExitCode.CANARY_UNCLEAR: "unclear"}
 QUIET = (ExitCode.OK, ExitCode.CANARY_PROMOTED)  # outcomes said on stdout and the journal at priority info
 
 
@@ -92,14 +103,15 @@ def most_serious(codes: list[int]) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
-                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer")
+                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now")
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
     parser.add_argument("--every", metavar="PERIOD", default="6h",
-                        help="with install: how often the timer runs it (30s, 15min, 6h, 1d; default 6h)")
+                        help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
 
 
 @dataclass
@@ -129,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.target[:1] == ["rebaseline"]:
+        return rebaseline(args)
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
@@ -145,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         runs.append(result)
     if args.json:
         print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
-                                    "release": r.watch.release.id if r.watch else None,
+                                    "release": live_after(r)[0],
+                                    "watched_release": r.watch.release.id if r.watch else None,
                                     "rollback": asdict(r.rollback) if r.rollback else None,
                                     "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
     return most_serious([r.code for r in runs])
@@ -172,6 +187,25 @@ def install(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {w}" for w in written[:-1]))
     print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
           f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
+
+
+def rebaseline(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+
+    async def pin(lock: DeploymentLock) -> str:
+        with Ledger.open(site.state_dir) as ledger:
+            async with live_adapters(site, None) as adapters:
+                await recover_first(ledger, site, adapters, NAME)
+                live_id = adopt_installed(ledger, site)
+                if live_id is None:
+                    raise InputError(f"{site.unit} is not installed: there is no live release to rebaseline")
+                return await _stoppable(pin_reference(ledger, site, adapters, ledger.get(live_id)), lock)
+
+    with locked(site, NAME) as lock:
+        print(asyncio.run(pin(lock)))
     return ExitCode.OK
 
 
@@ -210,11 +244,14 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id)), lock)
         out.watch = report
         _watch_lines(site, report, out)
+        if report.health is Health.UNCLEAR:
+            out.lines.append(await _recheck(site))
         canary = site.policy.canary
         candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
         back = None
         if report.health is Health.DEGRADED:
-            back = decide_rollback(canary.on_degraded, report.release, report.result is not None,
+            # A passive window is not comparable with a trial's sweep: only a synthetic watch is a rollback's baseline.
+            back = decide_rollback(canary.on_degraded, report.release, report.result is not None and report.mode != "passive",
                                    {r.id: r for r in ledger.history(site.name, limit=10_000)},
                                    rollback_trials(ledger, report.release), report.version,
                                    window=canary.window, now=datetime.now())
@@ -246,6 +283,18 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
     out.lines += [f"  {r}" for r in outcome.state.reasons]
 
 
+async def _recheck(site: Site) -> str:
+    """An unclear watch is looked at again sooner than the schedule would (never acted on)."""
+    delay_s = site.policy.canary.unclear_recheck_s
+    try:
+        timer = await arm_recheck(site, delay_s)
+    except DeployctlError as exc:
+        return f"  not looking again sooner: {exc.message}"
+    if timer is None:
+        return "  the canary's timer is not installed here: run it again later to look again"
+    return f"  looking again in {delay_s:g} s ({timer})"
+
+
 async def _stoppable(work: Awaitable[T], lock: DeploymentLock) -> T:
     """``work`` (a watch: it changes nothing), stopped by SIGTERM/SIGINT — ``deployctl abort``,
     ``systemctl stop``, Ctrl-C — with exit 130 and the reason; the promote after it rolls back instead."""
@@ -263,20 +312,25 @@ async def _stoppable(work: Awaitable[T], lock: DeploymentLock) -> T:
             loop.remove_signal_handler(sig)
 
 
+_WATCH_CODE = {Health.DEGRADED: ExitCode.CANARY_DEGRADED, Health.UNCLEAR: ExitCode.CANARY_UNCLEAR}
+
+
 def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
     r = report.release
     head = f"{site.name}: live release {r.id} ({r.profile or '?'}): {report.health.value}"
-    if report.health is Health.DEGRADED:
-        out.code = ExitCode.CANARY_DEGRADED
+    if report.health in _WATCH_CODE:
+        out.code = _WATCH_CODE[report.health]
         out.lines.append(head)
         out.lines += [f"  {reason}" for reason in report.reasons]
     else:
         out.detail.append(head)
         out.detail += [f"  {reason}" for reason in report.reasons]
+    if report.mode_reason:
+        out.detail.append(f"  measured by {report.mode_reason}")
     out.detail.append(f"  compared with {report.reference_from}")
     if report.result is not None:
         rows = [f"  {line}" for line in table_lines(_rows(report))]
-        (out.lines if report.health is Health.DEGRADED else out.detail).extend(rows)
+        (out.lines if report.health in _WATCH_CODE else out.detail).extend(rows)
 
 
 def _rows(report: WatchReport) -> list[LevelRow]:
@@ -294,33 +348,62 @@ def _change_pct(level: LevelVerdict | None) -> float | None:
     return 100.0 * intervals[0].change if intervals else None
 
 
-def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
-    """Journal, metrics, webhook: each best-effort after the run, never changing its outcome."""
+def live_after(out: Run) -> tuple[int | None, str | None]:
+    """The live release (id, unit hash) once the run is over: the promoted candidate or the restored earlier
+    release when the run changed it, else the one it watched."""
+    if out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote is not None:
+        return out.promote.release_id, out.promote.plan.candidate_hash
     release = out.watch.release if out.watch else None
+    return (release.id, release.unit_hash) if release else (None, None)
+
+
+def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
+    """Webhook, journal, metrics: each best-effort after the run, never changing its outcome. A failed
+    webhook is said in the run's lines, recorded in the ledger (the textfile counts those) and the journal."""
+    watched = out.watch.release if out.watch else None
+    live, _ = live_after(out)
+    failed = _webhook(site, out, live)
+    if failed is not None and live is not None:
+        try:
+            with Ledger.open(site.state_dir) as ledger:
+                ledger.record(live, "canary", "note", WEBHOOK_FAILED, {"verdict": out.verdict, "problem": failed})
+        except DeployctlError as exc:
+            out.lines.append(f"{site.name}: the failed webhook is not in the ledger either: {exc.message}")
     summary = "; ".join(line.strip() for line in out.lines[:4]) or f"{site.name}: {out.verdict}"
-    journal_send.send(summary, priority="info" if out.code in QUIET else "warning",
+    journal_send.send(summary, priority="info" if out.code in QUIET and failed is None else "warning",
                       fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
-                              "DEPLOYCTL_RELEASE": str(release.id) if release else "",
-                              "DEPLOYCTL_EXIT_CODE": str(out.code), **(out.rollback.journal_fields() if out.rollback else {})})
+                              "DEPLOYCTL_RELEASE": str(live) if live is not None else "",
+                              "DEPLOYCTL_WATCHED_RELEASE": str(watched.id) if watched else "",
+                              "DEPLOYCTL_EXIT_CODE": str(out.code),
+                              **({"DEPLOYCTL_WEBHOOK_FAILED": failed} if failed else {}),
+                              **(out.rollback.journal_fields() if out.rollback else {})})
     if metrics_dir is not None:
         try:
             textfile.write(metrics_dir, _metrics(site, out))
         except DeployctlError as exc:
             out.lines.append(f"{site.name}: {exc.message}")
+
+
+def _webhook(site: Site, out: Run, live: int | None) -> str | None:
+    """Call the policy's webhook on anything but ok and busy; why it failed, or None (sent, or none to send)."""
     hook = site.policy.canary.webhook
-    if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
-        payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
-                   "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
-                   "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
-        try:
-            secret = webhook.read_secret(hook.secret_file)
-        except OSError as exc:
-            out.lines.append(f"{site.name}: webhook not sent: cannot read its secret file: {exc.strerror}")
-            return
+    if hook is None or out.code in (ExitCode.OK, ExitCode.BUSY):
+        return None
+    watched = out.watch.release if out.watch else None
+    payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
+               "verdict": out.verdict, "exit_code": out.code, "release": live,
+               "watched_release": watched.id if watched else None,
+               "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
+               "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
+    try:
+        secret = webhook.read_secret(hook.secret_file)
+    except OSError as exc:
+        problem = f"webhook not sent: cannot read its secret file: {exc.strerror}"
+    else:
         problem = webhook.post(hook.url, payload, secret=secret, attempts=hook.attempts, timeout_s=hook.timeout_s)
-        if problem:
-            out.lines.append(f"{site.name}: {problem}")
+    if problem:
+        out.lines.append(f"{site.name}: {problem}")
+    return problem
 
 
 def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
@@ -330,16 +413,16 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
         tok = level_means(w.result, "output_tok_s")
     if w is not None and w.verdict is not None and w.verdict.verdict is not None:
         change = {lv.concurrency: pct for lv in w.verdict.verdict.levels if (pct := _change_pct(lv)) is not None}
-    degraded, rolled_back, restored = (0, 0, 0)
+    totals = CanaryTotals()
     try:
         with Ledger.open(site.state_dir) as ledger:
-            degraded, rolled_back, restored = ledger_totals(ledger, site.name)
+            totals = ledger_totals(ledger, site.name)
     except DeployctlError:
         pass  # the run's own outcome is already recorded; the counters wait for the next run
-    changed = out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote
-    live = out.promote.release_id if changed and out.promote else (w.release.id if w else None)
+    live, unit_hash = live_after(out)
     return textfile.CanaryMetrics(
         deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
-        live_unit_hash=out.promote.plan.candidate_hash if changed and out.promote else (w.release.unit_hash if w else None),
+        live_unit_hash=unit_hash,
         tok_s=tok, change_pct=change,
-        degradations=degraded, rollbacks=rolled_back, degraded_rollbacks=restored)
+        degradations=totals.degraded, unclear=totals.unclear, rollbacks=totals.rolled_back,
+        degraded_rollbacks=totals.restored, webhook_failures=totals.webhook_failures)

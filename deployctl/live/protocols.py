@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
     DriftResult,
@@ -44,9 +45,11 @@ class Bench(Protocol):
 class Judge(Protocol):
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
     def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None,
+        *, restart: RestartNoise | None = None,
     ) -> JudgeResult: ...
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Verdict | None = None) -> DriftResult: ...
 
 
 class Preflight(Protocol):

@@ -28,7 +28,7 @@ from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, RollbackFailed
 from deployctl.judge.noise import (
-    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history,
+    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history, learn_restart, restart_pair,
 )
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.reuse import (
@@ -38,11 +38,13 @@ from deployctl.judge.reuse import (
     reuse_decision,
     trial_seconds,
 )
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
+from deployctl.promote.decided import VERDICT_EVENT, Decided
 from deployctl.promote.evidence import (
     Evidence,
+    JudgeResult,
     Plan,
     PromoteOutcome,
     StartOutcome,
@@ -227,6 +229,7 @@ class Runner:
         # the spread so far, pooled over the levels with the learned noise, asks for one more trial at a
         # level or not; each round's trials sharpen the next plan.
         judge, learned = self.plan.policy.judge, self._learned_noise()
+        restart = self._learned_restart(learned)
         first = first_stage_trials(judge, self.plan.policy.bench.concurrency, learned)
         result = await self._traffic(self.plan.url, None, first, "baseline")
         problem = _unusable(result)
@@ -234,7 +237,7 @@ class Runner:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         more: dict[int, int] = {}
         for _ in range(judge.max_trials):  # bounded even if a round brings back no trial
-            asked = baseline_top_up(judge, result, learned)
+            asked = baseline_top_up(judge, result, learned, restart)
             if not asked:
                 break
             extra = await self._traffic(self.plan.url, sorted(asked), asked, "baseline")
@@ -246,7 +249,8 @@ class Runner:
         self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
                                bench_key=fingerprint.sweep, host=self.plan.host,
                                sglang_version=report.sglang_version if report else None, fingerprint=fingerprint)
-        return m.Succeeded((describe_baseline(first, more),))
+        return m.Succeeded((f"{describe_baseline(first, more)}; restart σ {100 * restart.sigma:.1f} % a side "
+                            f"({restart.source})",))
 
     def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
         """The stored baseline that may stand in for today's, else None with the reasons in the evidence."""
@@ -294,7 +298,8 @@ class Runner:
         self.evidence.baseline_reused_from = stored.release_id
         self.evidence.reuse = ReuseAccount(
             reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
-            baseline_trials=sum(baseline_plan(judge, baseline, noise).values()), trial_s=trial_seconds(trial),
+            baseline_trials=sum(baseline_plan(judge, baseline, noise, self._learned_restart(noise)).values()),
+            trial_s=trial_seconds(trial),
         )
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
@@ -345,8 +350,15 @@ class Runner:
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
         assert self.evidence.baseline is not None and self.evidence.candidate is not None
-        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, self._learned_noise())
+        noise = self._learned_noise()
+        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, noise,
+                                     restart=self._learned_restart(noise))
         self.evidence.judge = verdict
+        # What was decided and under what, for the reports to show as it was (not recomputed under a policy
+        # or a noise estimate of a later day): the last of these notes is the verdict the promote acted on.
+        stored = Decided(verdict.outcome.value, self.plan.policy.judge.model_dump(mode="json"),
+                         {str(c): n.to_dict() for c, n in noise.items()}, verdict.record or _rows_record(verdict))
+        self.ledger.record(self.release_id, m.Phase.JUDGE.value, "note", VERDICT_EVENT, stored.to_detail())
         return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
 
     async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
@@ -376,9 +388,10 @@ class Runner:
             return m.Verified(False, reasons=(f"verification benchmark: {problem}",))
         if self.evidence.baseline is None:
             return m.Verified(True, reasons=("verified: healthy and serving (no earlier baseline to compare)",))
-        drift = self.a.judge.drift(self.evidence.baseline, result)
+        judged = self.evidence.judge.outcome if self.evidence.judge and not self.evidence.gate_failures else None
+        drift = self.a.judge.drift(self.evidence.baseline, result, self.evidence.candidate, judged)
         self.evidence.drift = drift
-        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons)
+        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -396,6 +409,17 @@ class Runner:
         stored = self.ledger.aa_benches(deployment=self.plan.deployment, host=self.plan.host,
                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
         return learn_history((b.bench for b in stored), self.plan.policy.judge.metric)
+
+    def _learned_restart(self, learned: Mapping[int, NoiseEstimate]) -> RestartNoise:
+        """The host's between-restart σ, from the ledger's measurements of one unit on two starts (the
+        default until there are any): the baseline and the candidate run on two server starts."""
+        stored = self.evidence.stored_baseline
+        exclude = (self.release_id,) + ((stored.release_id,) if stored is not None else ())
+        rows = self.ledger.restart_pairs(deployment=self.plan.deployment, host=self.plan.host,
+                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
+        metric = self.plan.policy.judge.metric
+        pairs = [pair for before, after in rows if (pair := restart_pair(before.bench, after.bench, metric, learned))]
+        return learn_restart(pairs)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int,
                        role: str) -> BenchResult:
@@ -430,6 +454,12 @@ def _unusable(result: BenchResult) -> str | None:
         top = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
         return f"all {failed} requests failed" + (f": {top}" if top else "")
     return None
+
+
+def _rows_record(verdict: JudgeResult) -> dict[str, Any]:
+    """A verdict's record from its rows, for a judge that gives no serialised form of its own."""
+    return {"outcome": verdict.outcome.value, "reasons": list(verdict.reasons),
+            "levels": [{"concurrency": r.concurrency, "state": r.verdict_text, "reason": r.reason} for r in verdict.levels]}
 
 
 def _detail(outcome: m.Outcome) -> dict[str, Any]:

@@ -218,6 +218,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "gate_failures": list(ev.gate_failures),
         "preflight": {"errors": list(ev.preflight.errors), "warnings": list(ev.preflight.warnings)} if ev.preflight else None,
         "verdict": ev.judge.outcome.value if ev.judge else None,
+        "noise": ev.judge.record.get("noise") if ev.judge else None,  # the noise in force (docs/judge.md)
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,
@@ -264,7 +265,10 @@ def live_release_line(release: Release | None, installed_hash: str | None = None
     return line
 
 
-def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = ()) -> list[str]:
+def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = (), *,
+                  judged: Sequence[LevelRow] = (), verdict_note: str = "") -> list[str]:
+    """``show``'s text; ``judged``: the table's rows with each level's verdict (stored, or recomputed as
+    ``verdict_note`` says), else plain means."""
     r = release
     lines = [
         f"release {r.id}: {r.kind} of {r.profile or '(installed unit)'} on {r.deployment}" + ("  [live]" if r.live else ""),
@@ -286,7 +290,8 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
     for b in benches:
         by_role[b.role] = b.bench
     if "candidate" in by_role:
-        lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
+        lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"], judged))]
+        lines += [f"  ({verdict_note})" if verdict_note else "", *([""] if verdict_note else [])]
         lines += telemetry_lines(by_role.get("baseline"), by_role["candidate"])
     if events:
         lines.append("  steps (intent before each side effect, then its outcome):")
