@@ -83,11 +83,10 @@ class Unwrapper:
             if first == ">":
                 line = line[2:] if line[1:2] == " " else line[1:]
             elif first.isdigit() and line[4:5] == "-" and line[10:11] == "T":
-                match = _K8S_RE.match(line)
+                line = strip_journal(line)  # journalctl -o short-iso: the stamp, then "host unit[pid]: "
+                match = _K8S_RE.match(line) if line is before else None
                 if match:
                     line = line[match.end():]
-                else:
-                    line = strip_journal(line)
             elif first == "[" and line[1:5] in ("pod/", "rank"):
                 match = _BRACKET_RE.match(line)
                 if match:
