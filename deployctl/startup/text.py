@@ -91,7 +91,8 @@ def _failed_ranks(labels: tuple[str, ...]) -> str:
 
 
 def _where(report: StartupReport) -> str:
-    shape = report.parallelism.label if report.parallelism is not None else _ranks(report.tp_ranks)
+    split = report.parallelism
+    shape = "" if split is None else split.label + (" (from the ranks seen)" if split.source == "rank_prefixes" else "")
     return " · ".join(x for x in (_version(report), shape, report.listening or "") if x)
 
 
