@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
+from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.stats import NoiseEstimate
+from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
     DriftResult,
@@ -69,6 +71,13 @@ class UnknownHost:
         return ServerFacts()
 
 
+class Outputs(Protocol):
+    """The output gate's probes (deployctl.live.output_gate): a server's reference answers, its scores of them."""
+
+    async def reference(self, url: str, policy: OutputGatePolicy, key: str) -> ReferenceSet: ...
+    async def measure(self, url: str, policy: OutputGatePolicy, refs: ReferenceSet, *, answers: bool) -> Measured: ...
+
+
 class Guard(Protocol):
     """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
 
@@ -96,6 +105,7 @@ class Adapters:
     host: HostFacts = field(default_factory=UnknownHost)
     clock: Callable[[], float] = time.monotonic
     guard: Guard | None = None
+    outputs: Outputs | None = None  # None: this caller has no output gate (Limits.output_gate stays off)
 
 
 # --- the evidence a promote gathers --------------------------------------------------------------
