@@ -33,18 +33,19 @@ from deployctl.errors import DeployctlError, ExitCode, UsageError, exit_code_of,
 log = logging.getLogger("deployctl")
 
 DESCRIPTION = "Promote a new SGLang configuration under systemd; keep it only if the evidence says so."
-EPILOG = f"""\
+COMMENTS = """\
 The deployment is named with -d/--deployment in every verb that takes one; where no other argument
 is in the way, the first positional argument is accepted as an alias (`deployctl status glm5`).
-Global options (-i, --state-dir, -v, --json, --no-color) go before or after the verb.
-
-exit codes:
+Global options (-i, --state-dir, -v, --json, --no-color) go before or after the verb; -H HOST goes
+before it. `deployctl VERB --help` teaches each verb; `man deployctl` has ENVIRONMENT and FILES too.
+"""
+EPILOG = f"""\
+{COMMENTS}
+exit codes (every verb; the same in `man deployctl`, EXIT STATUS):
 {exit_codes_text()}
 """
-VERB_EPILOG = f"""\
-exit codes (all verbs):
-{exit_codes_text()}
-"""
+# The table is said once (the top help and the man page); each verb points there instead of repeating it.
+VERB_EPILOG = "exit codes: `deployctl --help` or `man deployctl` (EXIT STATUS) lists them, the same for every verb"
 
 
 class Parser(argparse.ArgumentParser):
@@ -108,6 +109,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+def _unknown_hint(unknown: list[str], args: argparse.Namespace) -> str:
+    """-H and --remote-inventory are the top parser's (they decide where the verb runs): say where they go."""
+    misplaced = [arg for arg in unknown if arg.split("=")[0] in ("-H", "--host", "--remote-inventory")]
+    if misplaced:
+        return (f"{misplaced[0].split('=')[0]} goes before the verb: deployctl -H [USER@]HOST {args.verb} …")
+    return str(args._usage)
+
+
 def _add_remote_options(parser: argparse.ArgumentParser) -> None:
     """``-H`` (before the verb): run it on a host over ssh (deployctl.commands._remote)."""
     group = parser.add_argument_group("remote (before the verb)")
@@ -154,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     as_json = "--json" in argv
     upload = None
+    if as_json and "--version" in argv:  # argparse's version action prints text
+        print(json.dumps({"version": __version__}))
+        return ExitCode.OK
     try:
         parser = build_parser(_completion_argv(argv))
         _complete(parser)
@@ -163,7 +175,7 @@ def _main(argv: list[str]) -> int:
             _flush_stdout()
             return int(exc.code or 0)
         if unknown:  # the verb's usage, not the top parser's
-            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}", hint=args._usage)
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}", hint=_unknown_hint(unknown, args))
         as_json = bool(args.json)
         _configure_logging(args.verbose)
         if args.no_color:
@@ -206,7 +218,13 @@ def _main(argv: list[str]) -> int:
 def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
     try:
         if as_json:
-            print(json.dumps({"error": message, "hint": hint, "exit_code": code}, indent=2), flush=True)
+            # A message of several problems (validate, a bad inventory) is a summary line and one line each:
+            # under --json they are a list, so a script need not split a string.
+            first, *problems = message.splitlines() or [""]
+            document: dict[str, object] = {"error": first, "hint": hint, "exit_code": code}
+            if problems:
+                document["problems"] = problems
+            print(json.dumps(document, indent=2), flush=True)
         else:
             print(f"error: {message}", file=sys.stderr)
             if hint:

@@ -39,6 +39,7 @@ class ExitCode:
     CANARY_DEGRADED = 20  # the live release measures worse than at its promotion, or stepped down
     CANARY_PROMOTED = 21  # the pending candidate was tried and kept
     CANARY_ROLLED_BACK = 22  # degraded, and the release before it measured better now: it is live again
+    CANARY_UNCLEAR = 23  # the watch could not decide (inconclusive beyond its budget): neither ok nor degraded
     INTERRUPTED = 130
     # --- operations in transient units, and `deployctl -H` over SSH (issue 15): 30-34 ---
     DETACHED = 30  # the operation goes on in its unit on the host; `deployctl attach` follows it again
@@ -64,6 +65,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.CANARY_PROMOTED, "canary: the pending candidate was tried and kept"),
     (ExitCode.CANARY_ROLLED_BACK, "canary: the live release was degraded; the release before it measured better"
                                   " now and is live again"),
+    (ExitCode.CANARY_UNCLEAR, "canary: the watch could not decide (neither ok nor degraded); the next run looks"
+                              " again sooner"),
     (ExitCode.DETACHED, "detached: the operation goes on in its unit (deployctl attach follows it again)"),
     (ExitCode.OPERATION_LOST, "the operation was killed before it reported how it ended (see the ledger)"),
     (ExitCode.SSH_UNREACHABLE, "-H: the host is unreachable over SSH"),

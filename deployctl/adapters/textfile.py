@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from deployctl.errors import DeployctlError
 
 DEFAULT_TEXTFILE_DIR = Path("/var/lib/prometheus/node-exporter")
-OUTCOMES = ("ok", "degraded", "rolled_back", "promoted", "rejected", "inconclusive", "refused", "rollback_failed",
+OUTCOMES = ("ok", "degraded", "unclear", "rolled_back", "promoted", "rejected", "inconclusive", "refused", "rollback_failed",
             "busy", "error")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -35,6 +35,7 @@ class CanaryMetrics:
     tok_s: dict[int, float] = field(default_factory=dict)  # concurrency → output tok/s of this watch
     change_pct: dict[int, float] = field(default_factory=dict)  # concurrency → vs its reference
     degradations: int = 0  # degraded watches of this deployment, all releases, from the ledger
+    unclear: int = 0  # watches that could not decide, all releases, from the ledger
     rollbacks: int = 0  # rejected / inconclusive promotes rolled back, from the ledger
     degraded_rollbacks: int = 0  # degraded live releases replaced by the release before them, from the ledger
 
@@ -74,6 +75,8 @@ class _LedgerCounters(Collector):
     def collect(self) -> Iterable[CounterMetricFamily]:
         for name, doc, value in (
             ("deployctl_canary_degradations", "Degraded watches, all releases of the deployment.", self.m.degradations),
+            ("deployctl_canary_unclear", "Watches that could not decide (neither ok nor degraded), all releases of "
+             "the deployment.", self.m.unclear),
             ("deployctl_rollbacks", "Candidates rolled back (rejected or inconclusive).", self.m.rollbacks),
             ("deployctl_canary_rollbacks", "Degraded live releases the canary rolled back to the release before "
              "them, which measured better (policy.canary.on_degraded: rollback).", self.m.degraded_rollbacks),

@@ -33,10 +33,11 @@ from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interru
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
-from deployctl.live.canary import TRIED, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.live.canary import TRIED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
+from deployctl.live.canary_units import arm_recheck
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
@@ -51,7 +52,9 @@ Run by a timer or cron, once per deployment (or --all):
 1. watch: health, a short benchmark at the policy's levels judged against the live release's own
    measurement at its promotion (else the newest stored baseline of its unit, else its first watch),
    stored in the ledger; a significant step down in the release's series of watches (change points,
-   E-divisive means) also counts, so a small persistent loss is caught. → ok or degraded.
+   E-divisive means) also counts, so a small persistent loss is caught. → ok, degraded, or unclear
+   (the judge could not decide within its trials: never read as ok, never acted on; an installed canary
+   looks again after policy.canary.unclear_recheck_s).
 2. try: if policy.canary.profile renders a unit other than the live one, and that exact unit was not
    yet judged on this SGLang version, and it is inside policy.canary.window: a full `deployctl promote`
    of it. A rejected or inconclusive candidate is not tried again until it changes.
@@ -65,7 +68,7 @@ a journal entry (SYSLOG_IDENTIFIER=deployctl, DEPLOYCTL_DEPLOYMENT, DEPLOYCTL_RE
 a Prometheus textfile for node_exporter, and on anything but ok a webhook call (policy.canary.webhook).
 
 exit codes: 0 ok · 4 busy (another deployctl holds the lock; nothing was done) · 20 degraded ·
-            22 degraded, rolled back to the release before it (it measures better now) ·
+            23 unclear (could not decide) · 22 degraded, rolled back to the release before it (it measures better now) ·
             21 candidate promoted · 10 candidate rejected, rolled back · 11 inconclusive, baseline kept ·
             12 rollback failed · 2 bad input.  With --all, the most serious of the deployments'.
 
@@ -77,11 +80,12 @@ examples:
 """
 # Most serious first: the code an --all run exits with.
 SEVERITY = (ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_ROLLED_BACK, ExitCode.BUG, ExitCode.BAD_INPUT,
-            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED, ExitCode.BUSY,
-            ExitCode.CANARY_PROMOTED, ExitCode.OK)
+            ExitCode.PREFLIGHT_REFUSED, ExitCode.REJECTED, ExitCode.INCONCLUSIVE, ExitCode.CANARY_UNCLEAR,
+            ExitCode.INTERRUPTED, ExitCode.BUSY, ExitCode.CANARY_PROMOTED, ExitCode.OK)
 VERDICT = {ExitCode.OK: "ok", ExitCode.CANARY_DEGRADED: "degraded", ExitCode.CANARY_PROMOTED: "promoted",
            ExitCode.REJECTED: "rejected", ExitCode.INCONCLUSIVE: "inconclusive", ExitCode.PREFLIGHT_REFUSED: "refused",
-           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy", ExitCode.CANARY_ROLLED_BACK: "rolled_back"}
+           ExitCode.ROLLBACK_FAILED: "rollback_failed", ExitCode.BUSY: "busy", ExitCode.CANARY_ROLLED_BACK: "rolled_back",
+           ExitCode.CANARY_UNCLEAR: "unclear"}
 QUIET = (ExitCode.OK, ExitCode.CANARY_PROMOTED)  # outcomes said on stdout and the journal at priority info
 
 
@@ -99,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
     parser.add_argument("--every", metavar="PERIOD", default="6h",
-                        help="with install: how often the timer runs it (30s, 15min, 6h, 1d; default 6h)")
+                        help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
 
 
 @dataclass
@@ -210,6 +214,8 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id)), lock)
         out.watch = report
         _watch_lines(site, report, out)
+        if report.health is Health.UNCLEAR:
+            out.lines.append(await _recheck(site))
         canary = site.policy.canary
         candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
         back = None
@@ -246,6 +252,18 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
     out.lines += [f"  {r}" for r in outcome.state.reasons]
 
 
+async def _recheck(site: Site) -> str:
+    """An unclear watch is looked at again sooner than the schedule would (never acted on)."""
+    delay_s = site.policy.canary.unclear_recheck_s
+    try:
+        timer = await arm_recheck(site, delay_s)
+    except DeployctlError as exc:
+        return f"  not looking again sooner: {exc.message}"
+    if timer is None:
+        return "  the canary's timer is not installed here: run it again later to look again"
+    return f"  looking again in {delay_s:g} s ({timer})"
+
+
 async def _stoppable(work: Awaitable[T], lock: DeploymentLock) -> T:
     """``work`` (a watch: it changes nothing), stopped by SIGTERM/SIGINT — ``deployctl abort``,
     ``systemctl stop``, Ctrl-C — with exit 130 and the reason; the promote after it rolls back instead."""
@@ -263,11 +281,14 @@ async def _stoppable(work: Awaitable[T], lock: DeploymentLock) -> T:
             loop.remove_signal_handler(sig)
 
 
+_WATCH_CODE = {Health.DEGRADED: ExitCode.CANARY_DEGRADED, Health.UNCLEAR: ExitCode.CANARY_UNCLEAR}
+
+
 def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
     r = report.release
     head = f"{site.name}: live release {r.id} ({r.profile or '?'}): {report.health.value}"
-    if report.health is Health.DEGRADED:
-        out.code = ExitCode.CANARY_DEGRADED
+    if report.health in _WATCH_CODE:
+        out.code = _WATCH_CODE[report.health]
         out.lines.append(head)
         out.lines += [f"  {reason}" for reason in report.reasons]
     else:
@@ -276,7 +297,7 @@ def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
     out.detail.append(f"  compared with {report.reference_from}")
     if report.result is not None:
         rows = [f"  {line}" for line in table_lines(_rows(report))]
-        (out.lines if report.health is Health.DEGRADED else out.detail).extend(rows)
+        (out.lines if report.health in _WATCH_CODE else out.detail).extend(rows)
 
 
 def _rows(report: WatchReport) -> list[LevelRow]:
@@ -330,10 +351,10 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
         tok = level_means(w.result, "output_tok_s")
     if w is not None and w.verdict is not None and w.verdict.verdict is not None:
         change = {lv.concurrency: pct for lv in w.verdict.verdict.levels if (pct := _change_pct(lv)) is not None}
-    degraded, rolled_back, restored = (0, 0, 0)
+    totals = CanaryTotals()
     try:
         with Ledger.open(site.state_dir) as ledger:
-            degraded, rolled_back, restored = ledger_totals(ledger, site.name)
+            totals = ledger_totals(ledger, site.name)
     except DeployctlError:
         pass  # the run's own outcome is already recorded; the counters wait for the next run
     changed = out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote
@@ -342,4 +363,5 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
         deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
         live_unit_hash=out.promote.plan.candidate_hash if changed and out.promote else (w.release.unit_hash if w else None),
         tok_s=tok, change_pct=change,
-        degradations=degraded, rollbacks=rolled_back, degraded_rollbacks=restored)
+        degradations=totals.degraded, unclear=totals.unclear, rollbacks=totals.rolled_back,
+        degraded_rollbacks=totals.restored)

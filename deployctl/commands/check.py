@@ -24,11 +24,13 @@ PREFLIGHT phase does:
     known-bad combinations, environment variables SGLang overrides;
   * the host: GPU count/model/compute capability (NVML) vs the inventory, interpreter and CUDA_HOME,
     the port (free, or held by the unit itself), free disk.
-ERROR refuses (exit 3). WARN refuses too unless --force. INFO never does.
+One rule for check, promote --dry-run and promote: ERROR refuses (exit 3); WARN is printed and does not
+refuse (--strict makes it refuse here, for a CI gate); INFO never does. A warning is something to read:
+a host that could not be inspected (remote), a flag deployctl cannot check or that may not act here.
 
 examples:
   deployctl check -d glm5 --profile candidate -i inventory/example.yaml
-  deployctl check -d glm5 --profile candidate --force     # proceed past warnings (never past errors)
+  deployctl check -d glm5 --profile candidate --strict    # refuse on warnings too (exit 3)
   deployctl check -d qwen35 --json | jq '.findings[] | select(.level=="ERROR")'
 """
 
@@ -36,7 +38,9 @@ examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_deployment(parser)
     add_profile(parser, default="candidate", help="profile (default: candidate)")
-    parser.add_argument("--force", action="store_true", help="do not refuse on warnings (errors still refuse)")
+    parser.add_argument("--strict", action="store_true", help="refuse on warnings too (exit 3; errors always refuse)")
+    # Warnings used to refuse unless --force; scripts that still pass it get the same, default, behaviour.
+    parser.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
 
 
 def format_report(report: PreflightReport) -> str:
@@ -55,17 +59,23 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     args.deployment = deployment_name(inv, args)
     report = run_preflight(inv, args.deployment, args.profile, default_python=sys.executable)
+    refused = _refusal(report, args) if report.refuses(args.strict) else None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        document = report.to_dict()
+        if refused is not None:  # a refusal under --json says so in the one document, as every error does
+            document.update(error=refused.message, hint=refused.hint, exit_code=refused.exit_code)
+        print(json.dumps(document, indent=2))
     else:
         print(format_report(report))
-    if report.refuses(args.force):
-        if report.errors:
-            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
-                                       hint="fix the errors above; --force only proceeds past warnings")
-        else:
-            refused = PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings: "
-                                       f"{report.summary()}", hint="fix them, or rerun with --force to proceed anyway")
+    if refused is not None:
         refused.after_result = True
         raise refused
     return 0
+
+
+def _refusal(report: PreflightReport, args: argparse.Namespace) -> PreflightRefused:
+    if report.errors:
+        return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
+                                hint="fix the errors above; promote would refuse them too")
+    return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings (--strict): "
+                            f"{report.summary()}", hint="fix them, or drop --strict: promote proceeds past warnings")

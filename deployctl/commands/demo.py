@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from deployctl.errors import EnvironmentUnfit
+from deployctl.shipped import shipped
 
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
@@ -37,8 +38,6 @@ examples:
   sudo ./scripts/demo --report-dir .   # and writes incident-a.html / incident-b.html here
 """
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO_INVENTORY = REPO / "inventory" / "demo.yaml"
 # Startup in a few seconds, throughput scaled ×10 (every ratio kept), a sweep of seconds per level.
 DEMO_SIM = {"SGLANG_SIM_SPEED": "0.25", "SGLANG_SIM_TIME_SCALE": "10"}
 DEMO_POLICY = {
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def demo_inventory(path: Path) -> dict[str, Any]:
     """inventory/demo.yaml with free ports, a time-scaled simulator and the demo's short sweep."""
-    data = yaml.safe_load(DEMO_INVENTORY.read_text())
+    data = yaml.safe_load(shipped("inventory/demo.yaml").read_text())
     for dep in data["deployments"].values():
         dep["port"] = _free_port()
         dep["profiles"]["baseline"].setdefault("env", {}).update(DEMO_SIM)

@@ -59,6 +59,9 @@ restart, read the startup log (startup gates), benchmark, judge against the base
 roll back to the known-good unit and verify it. Every step is written to the ledger before it happens;
 a controller killed at any point is recovered by the next deployctl command on that deployment.
 
+Pre-flight follows the rule of `deployctl check`: an ERROR refuses (exit 3, nothing restarted), a WARN
+is printed and the promote goes on (`deployctl check --strict` first, to stop on warnings).
+
 DEPLOYMENT is -d DEPLOYMENT, or the first of two positional arguments (`deployctl promote glm5 candidate`).
 
 examples:
@@ -131,7 +134,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     plan = site.plan(profile, need_known_good=False)
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
         if preflight and not plan.unchanged else None
-    refuses = report is not None and bool(report.errors)  # as the real run: errors refuse, warnings are shown
+    refuses = report is not None and report.refuses()  # the rule of check and the real run
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged

@@ -8,6 +8,8 @@ import sys
 from deployctl.commands._inventory import inventory_path, load_inventory_from_args
 from deployctl.commands.output import emit_json
 from deployctl.errors import InputError
+from deployctl.inventory.model import resolve_profile
+from deployctl.preflight.run import unshipped_flag_findings
 from deployctl.units.render import render_unit
 
 NAME = "validate"
@@ -15,7 +17,10 @@ HELP = "check the inventory; list every problem with file, line and key path"
 DESCRIPTION = """\
 Check the inventory: YAML syntax, unknown keys, types, flag values, references between hosts,
 models and deployments, profile inheritance, policy blocks; then render every profile of every
-deployment. Every problem is listed at once as FILE:LINE: key.path: message (exit 2).
+deployment. Every problem is listed at once as FILE:LINE: key.path: message (exit 2; with --json,
+{"error", "problems": [...], "exit_code"}). A flag that none of the SGLang releases deployctl has flag
+tables of knows is a warning, with a "did you mean" (exit 0: `deployctl check` on the host reads its own
+SGLang's flags).
 
 example:
   deployctl validate -i inventory/example.yaml
@@ -31,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     source = inventory_path(args)
     failures = []
+    warnings = []
     rendered = 0
     for name, dep in inv.deployments.items():
         for profile in dep.profiles:
@@ -39,10 +45,15 @@ def run(args: argparse.Namespace) -> int:
                 rendered += 1
             except InputError as exc:
                 failures.append(f"{source}: deployments.{name}.profiles.{profile}: {exc.message}")
+                continue
+            for finding in unshipped_flag_findings(list(resolve_profile(inv, dep, profile).flags)):
+                flag = finding.message.split()[0].lstrip("-")
+                warnings.append(f"{source}: deployments.{name}.profiles.{profile}.flags.{flag}: {finding.message}"
+                                f" ({finding.hint})")
     if failures:
         raise InputError("\n".join([f"{source}: {len(failures)} profile(s) do not render", *failures]))
     if args.json:
-        emit_json({"inventory": source, "ok": True, "units_rendered": rendered,
+        emit_json({"inventory": source, "ok": True, "units_rendered": rendered, "warnings": warnings,
                    "hosts": {name: {"simulated": host.simulated, "gpus": host.gpus.count, "gpu_model": host.gpus.model,
                                     "compute_capability": host.gpus.compute_capability}
                              for name, host in inv.hosts.items()},
@@ -56,4 +67,6 @@ def run(args: argparse.Namespace) -> int:
     for name, dep in inv.deployments.items():
         print(f"  deployment {name}: {dep.unit} on {dep.host}:{dep.port}, profiles {', '.join(dep.profiles)}")
     print(f"  {rendered} unit(s) rendered")
+    for warning in warnings:
+        print(f"warning: {warning}")
     return 0

@@ -143,6 +143,9 @@ class CanaryPolicy(_Strict):
     # A step in the watch series at least this large (a drop) marks the release degraded.
     change_min_pct: float = Field(default=2.0, gt=0)
     change_max_pvalue: float = Field(default=0.001, gt=0, lt=1)
+    # An unclear watch (the judge could not decide) arms a one-shot timer that runs the installed canary
+    # again this much later, instead of waiting for the next scheduled run.
+    unclear_recheck_s: float = Field(default=900.0, ge=60)
     webhook: WebhookPolicy | None = None
 
 

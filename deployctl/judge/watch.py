@@ -1,10 +1,15 @@
 """The canary's watch of a live release (pure): its measurement now against its own at promotion time,
-and the change points of its whole watch series → ``ok`` or ``degraded``, with the reasons.
+and the change points of its whole watch series → ``ok``, ``degraded`` or ``unclear``, with the reasons.
 
 Two ways to be degraded, because they catch different things:
 - the judge's verdict on this watch is FAIL: a loss beyond the policy's limit, beyond noise, now;
 - a significant step down of at least ``change_min_pct`` in the series of watches (E-divisive means):
   a small persistent loss that no single watch proves.
+
+``unclear`` is the judge's INCONCLUSIVE (or INVALID) with its trial budget spent and no step down in the
+series: the watch could not tell, e.g. −35 % measured with a 95 % interval of −57 … −9 % against a −8 %
+limit. It is never read as ``ok`` (nothing was shown to be fine) nor acted on as ``degraded`` (nothing
+was shown to be worse): the canary says so, and its next run looks again sooner.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from deployctl.judge.verdict import METRICS, Outcome, Verdict, judge
 class Health(str, Enum):
     OK = "ok"
     DEGRADED = "degraded"
+    UNCLEAR = "unclear"
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,9 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
         reasons.append("first measurement of this release: it is the reference from now on")
     elif verdict.outcome is Outcome.FAIL:
         reasons.extend(lv.reason for lv in verdict.levels if lv.role == "critical" and lv.state.value == "FAIL")
+    elif verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.INVALID):
+        reasons.extend(f"not decided: {lv.reason}" for lv in verdict.levels
+                       if lv.role == "critical" and lv.state.value in ("UNKNOWN", "INVALID"))
     higher_is_better = METRICS[judge_policy.metric].higher_is_better
     shifts = tuple(_shifts(series, canary.change_max_pvalue))
     worse = [s for s in shifts if _loss_pct(s.point, higher_is_better) >= canary.change_min_pct
@@ -72,7 +81,9 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
         f"{s.watches} (change point, p={s.point.pvalue:.1g})" for s in worse
     )
     degraded = (verdict is not None and verdict.outcome is Outcome.FAIL) or bool(worse)
-    return WatchVerdict(Health.DEGRADED if degraded else Health.OK, verdict, shifts, tuple(reasons))
+    unclear = verdict is not None and verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.INVALID)
+    health = Health.DEGRADED if degraded else Health.UNCLEAR if unclear else Health.OK
+    return WatchVerdict(health, verdict, shifts, tuple(reasons))
 
 
 def _shifts(series: Mapping[int, Sequence[float]], max_pvalue: float) -> list[LevelShift]:

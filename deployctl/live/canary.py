@@ -134,12 +134,20 @@ def _judged(ledger: Ledger, release: Release) -> Judged:
     return Judged(release.id, release.unit_hash, version_identity(noted, *fingerprints, *logs), release.result or "")
 
 
-def ledger_totals(ledger: Ledger, deployment: str) -> tuple[int, int, int]:
-    """(degraded watches, candidates rolled back, degraded releases the canary rolled back) of ``deployment``,
-    for the metrics' counters."""
+@dataclass(frozen=True)
+class CanaryTotals:
+    """A deployment's counts from the ledger, for the metrics' counters."""
+
+    degraded: int = 0  # degraded watches
+    unclear: int = 0  # watches that could not decide
+    rolled_back: int = 0  # candidates rolled back (rejected or inconclusive)
+    restored: int = 0  # degraded releases the canary rolled back
+
+
+def ledger_totals(ledger: Ledger, deployment: str) -> CanaryTotals:
     releases = ledger.history(deployment, limit=10_000)
-    degraded = sum(1 for r in releases for e in ledger.events(r.id)
-                   if e.name == WATCH and e.detail.get("health") == Health.DEGRADED.value)
-    rolled_back = sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive"))
-    restored = sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept")
-    return degraded, rolled_back, restored
+    healths = [e.detail.get("health") for r in releases for e in ledger.events(r.id) if e.name == WATCH]
+    return CanaryTotals(
+        degraded=healths.count(Health.DEGRADED.value), unclear=healths.count(Health.UNCLEAR.value),
+        rolled_back=sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive")),
+        restored=sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept"))

@@ -13,10 +13,14 @@ import math
 import os
 from pathlib import Path
 from dataclasses import dataclass
+from typing import Callable
+
+from deployctl.adapters.transient import timer_properties
 from deployctl.adapters.unitfiles import atomic_write
-from deployctl.errors import SystemdError
+from deployctl.errors import InputError, SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.live.site import Site
+from deployctl.units.escape import environment_assignment, exec_arg, list_item
 
 CANARY_SERVICE = "deployctl-canary@.service"
 CANARY_TIMER = "deployctl-canary@.timer"
@@ -47,18 +51,18 @@ def _common(paths: Paths, stop_s: int) -> str:
         writable.append(f"-{paths.backup_dir}")
     if paths.textfile_dir:
         writable.append(f"-{paths.textfile_dir}")
-    env = f"DEPLOYCTL_INVENTORY={paths.inventory} DEPLOYCTL_STATE_DIR={paths.state_dir} NO_COLOR=1 PYTHONUNBUFFERED=1"
-    if paths.textfile_dir:
-        env += f" DEPLOYCTL_TEXTFILE_DIR={paths.textfile_dir}"
+    env = {"DEPLOYCTL_INVENTORY": paths.inventory, "DEPLOYCTL_STATE_DIR": paths.state_dir, "NO_COLOR": "1",
+           "PYTHONUNBUFFERED": "1", **({"DEPLOYCTL_TEXTFILE_DIR": paths.textfile_dir} if paths.textfile_dir else {})}
+    # Quoted and escaped (deployctl.units.escape): a path with a space stays one path, a "%" stays a "%".
     return (
-        f"Environment={env}\n"
+        f"Environment={' '.join(_word(environment_assignment, k, v) for k, v in env.items())}\n"
         "# deployctl handles SIGTERM (`systemctl stop` = abort): time to roll back to the known-good unit and\n"
         "# wait for it to be ready (the policy's startup timeout) plus its verification sweep.\n"
         "KillMode=mixed\n"
         f"TimeoutStopSec={stop_s}\n"
         "NoNewPrivileges=yes\n"
         "ProtectSystem=strict\n"
-        f"ReadWritePaths={' '.join(writable)}\n"
+        f"ReadWritePaths={' '.join(_word(list_item, w) for w in writable)}\n"
         # The per-unit locks (deployctl.adapters.lock): made writable here, and kept when the run ends, since
         # an operator's deployctl may hold a lock file in it at that moment.
         "RuntimeDirectory=deployctl/locks\n"
@@ -67,6 +71,24 @@ def _common(paths: Paths, stop_s: int) -> str:
         f"ProtectHome={paths.protect_home}\n"
         "UMask=0077\n"
     )
+
+
+class UnitValueError(ValueError):
+    """A path that no unit file can carry (a newline, a control character): refused before anything is written."""
+
+
+def _executable(path: str) -> str:
+    # systemd refuses an executable's name with a quote or a backslash in it, quoted or not
+    if any(c in path for c in "\"'\\"):
+        raise ValueError("has a quote or a backslash, which systemd refuses in an executable's name")
+    return exec_arg(path)
+
+
+def _word(render: Callable[..., str], *args: str) -> str:
+    try:
+        return render(*args)
+    except ValueError as exc:
+        raise UnitValueError(f"{args[-1]!r} {exc}") from None
 
 
 def canary_service(paths: Paths, stop_s: int) -> str:
@@ -79,10 +101,11 @@ def canary_service(paths: Paths, stop_s: int) -> str:
         "Wants=network-online.target\n"
         "\n[Service]\n"
         "Type=oneshot\n"
-        f"ExecStart={paths.python} -m deployctl canary %i\n"
+        f"ExecStart={_word(_executable, paths.python)} -m deployctl canary %i\n"
         "# 4 busy (an operator's promote), 10 rejected and 11 inconclusive (rolled back, live fine), 21 promoted,\n"
-        "# 22 a degraded release rolled back to a better one: verdicts, not failures. 20 degraded and 12 rollback failed leave the unit failed, for OnFailure= alerts.\n"
-        "SuccessExitStatus=4 10 11 21 22\n"
+        "# 22 a degraded release rolled back to a better one, 23 unclear (it looks again sooner by itself): verdicts,\n"
+        "# not failures. 20 degraded and 12 rollback failed leave the unit failed, for OnFailure= alerts.\n"
+        "SuccessExitStatus=4 10 11 21 22 23\n"
         "# A canary that tries a candidate runs a whole promote: bounded, but generously.\n"
         "TimeoutStartSec=4h\n"
         + _common(paths, stop_s)
@@ -100,7 +123,7 @@ def canary_timer(calendar: str = "*-*-* 00/6:00:00", delay_s: int = 1800) -> str
         "Persistent=true\n"
         f"RandomizedDelaySec={delay_s}\n"
         "# The random delay is the spread; systemd's default AccuracySec=1min would add up to a minute more\n"
-        "# (a canary --every 20s would run about once a minute).\n"
+        "# (a canary --every 1min would run up to two minutes apart).\n"
         "AccuracySec=1s\n"
         "\n[Install]\n"
         "WantedBy=timers.target\n"
@@ -126,7 +149,7 @@ def promote_service(paths: Paths, stop_s: int) -> str:
         "\n[Service]\n"
         "Type=exec\n"
         "EnvironmentFile=/etc/deployctl/promote-%i.env\n"
-        f"ExecStart={paths.python} -m deployctl promote ${{PROFILE}} -d %i\n"
+        f"ExecStart={_word(_executable, paths.python)} -m deployctl promote ${{PROFILE}} -d %i\n"
         "# Exit codes 10 (rejected, rolled back) and 11 (inconclusive, baseline kept) are verdicts, not failures.\n"
         "SuccessExitStatus=10 11\n"
         + _common(paths, stop_s)
@@ -159,11 +182,17 @@ async def install(site: Site, paths: Paths, calendar: str, delay_s: int) -> list
     unit_dir = site.unit_files().unit_dir
     timer = f"deployctl-canary@{site.name}.timer"
     try:
+        texts = unit_texts(site.policy, paths)
+    except UnitValueError as exc:
+        raise InputError(f"cannot write the canary's units: {exc}; nothing was written or enabled",
+                         hint="install deployctl, the inventory and the state directory under paths without "
+                              "control characters") from None
+    try:
         # ReadWritePaths= of a missing state directory fails the unit; a missing textfile one stays read-only.
         for directory in (site.state_dir, Path(paths.textfile_dir) if paths.textfile_dir else None):
             if directory is not None:
                 directory.mkdir(parents=True, exist_ok=True)
-        for name, text in unit_texts(site.policy, paths).items():
+        for name, text in texts.items():
             atomic_write(unit_dir / name, text)
         (unit_dir / f"{timer}.d").mkdir(parents=True, exist_ok=True)
         atomic_write(unit_dir / f"{timer}.d" / "schedule.conf", schedule_dropin(calendar, delay_s))
@@ -176,6 +205,26 @@ async def install(site: Site, paths: Paths, calendar: str, delay_s: int) -> list
     finally:
         await systemd.close()
     return [str(unit_dir / n) for n in (CANARY_SERVICE, CANARY_TIMER, PROMOTE_SERVICE)] + [timer]
+
+
+def recheck_timer(deployment: str) -> str:
+    return f"deployctl-canary-recheck-{deployment}.timer"
+
+
+async def arm_recheck(site: Site, delay_s: float) -> str | None:
+    """After an unclear watch: a one-shot timer that starts the installed canary service of ``site`` again
+    ``delay_s`` from now (an earlier one is replaced). None when the canary is not installed here."""
+    service = CANARY_SERVICE.replace("@", f"@{site.name}")
+    if not (site.unit_files().unit_dir / CANARY_SERVICE).exists():
+        return None
+    timer = recheck_timer(site.name)
+    async with await site.endpoint.connect() as systemd:
+        await systemd.stop_if_loaded(timer)
+        await systemd.reset_failed(timer)
+        properties = [*timer_properties(f"deployctl canary of {site.name}: look again after an unclear watch", delay_s),
+                      ("Unit", "s", service)]
+        (await systemd.start_transient(timer, properties)).check()
+    return timer
 
 
 def example_texts() -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Pre-flight checks: refuse a bad candidate before it costs a restart (docs/preflight.md).
 
 Public API: :func:`run_preflight` → :class:`PreflightReport` (``findings``, ``errors``, ``warnings``,
-``refuses(force)``); :class:`Finding` (level ERROR/WARN/INFO, code, message, source, hint).
+``refuses(strict)``); :class:`Finding` (level ERROR/WARN/INFO, code, message, source, hint).
 """
 
 from deployctl.preflight.report import Finding, PreflightReport

@@ -48,13 +48,14 @@ class PreflightReport:
     def infos(self) -> list[Finding]:
         return [f for f in self.findings if f.level == "INFO"]
 
-    def refuses(self, force: bool) -> bool:
-        """An ERROR always refuses; a WARN refuses unless the operator forces past warnings."""
-        return bool(self.errors) or (bool(self.warnings) and not force)
+    def refuses(self, strict: bool = False) -> bool:
+        """The one rule of check, promote --dry-run and promote: an ERROR refuses, a WARN is shown and does
+        not (``check --strict`` makes warnings refuse too, for a CI gate), an INFO never does."""
+        return bool(self.errors) or (bool(self.warnings) and strict)
 
-    def blocking(self, force: bool) -> list[Finding]:
-        """The findings that make :meth:`refuses` true (errors, plus warnings unless forced)."""
-        return self.errors + ([] if force else self.warnings)
+    def blocking(self, strict: bool = False) -> list[Finding]:
+        """The findings that make :meth:`refuses` true (errors, plus warnings when strict)."""
+        return self.errors + (self.warnings if strict else [])
 
     def summary(self) -> str:
         return f"{len(self.errors)} error(s), {len(self.warnings)} warning(s), {len(self.infos)} note(s)"

@@ -121,6 +121,7 @@ def run_preflight(
         findings += environment_findings(sglang.table, resolved.env)
         values = FlagValues(parsed_values(sglang.table, argv), sglang.table)
     else:
+        findings += unshipped_flag_findings(list(resolved.flags))
         values = FlagValues({k.replace("-", "_"): v for k, v in resolved.flags.items()})
     findings += evaluate(cat, Context(sglang.version, host.gpus.compute_capability, values, env))
     return PreflightReport(
@@ -184,6 +185,29 @@ def flag_findings(table: FlagTable, argv: list[str], version: str | None, catalo
         else:
             out.append(Finding("ERROR", f"flag-{problem.kind.replace('_', '-')}",
                                f"{problem.option}: {label} would refuse to start with {quoted}", source))
+    return out
+
+
+def unshipped_flag_findings(names: list[str]) -> list[Finding]:
+    """Without the host's own flag table (its SGLang version unknown, a remote host): a flag that none of
+    the shipped tables of four releases knows, not even as an abbreviation, is most likely a typo. A
+    warning, not an error: the host may run a release newer than every table."""
+    tables = [table for version in shipped_versions() if (table := shipped_table(version)) is not None]
+    known = sorted({option for table in tables for option in table.option_strings})
+    out = []
+    for name in names:
+        option = f"--{name}"
+        if any(table.resolve(option) is not None or table.prefix_matches(option) for table in tables):
+            continue
+        close = difflib.get_close_matches(option, known, n=3, cutoff=0.75)
+        versions = ", ".join(t.sglang_version for t in tables)
+        out.append(Finding(
+            "WARN", "flag-unknown-everywhere",
+            f"{option} is a flag of none of the SGLang releases deployctl has flag tables of ({versions}); the "
+            "host's SGLang was not read, so it may be newer, but a typo would make SGLang exit at startup",
+            "deployctl/preflight/flags-*.json",
+            hint=f"did you mean {' or '.join(close)}?" if close else "check the spelling against "
+                 "`python -m sglang.launch_server --help` on the host"))
     return out
 
 

@@ -121,18 +121,25 @@ def decide_rollback(on_degraded: str, live: Release, measured: bool, releases: M
 
 
 _EVERY = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+# A canary run is at least a watch (a sweep or a passive window of tens of seconds) and often a promote: a
+# shorter period only makes the runs back to back and takes the server's capacity for monitoring.
+MIN_EVERY_S = 60
 
 
 def every_to_calendar(every: str) -> tuple[str, int]:
     """``--every 6h`` as a systemd ``OnCalendar=`` (which ``Persistent=true`` needs) and a random delay.
 
-    Only periods that divide the next unit up evenly have a calendar form ("20s", "15min", "6h", "1d");
+    Only periods that divide the next unit up evenly have a calendar form ("60s", "15min", "6h", "1d"), and none
+    shorter than ``MIN_EVERY_S``;
     the random delay spreads hosts over a tenth of the period, at most 30 minutes."""
     number = every.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = every[len(number):]
     if not number.isdigit() or unit not in _EVERY or int(number) <= 0:
         raise ValueError(f"cannot read the period {every!r}: use e.g. 30s, 15min, 6h, 1d")
     n = int(number)
+    if n * _EVERY[unit] < MIN_EVERY_S:
+        raise ValueError(f"the period {every!r} is shorter than the minimum of {MIN_EVERY_S} s (1min): each run "
+                         "measures the server, so runs that close would follow each other back to back")
     if unit == "s" and 60 % n == 0:
         calendar = f"*:*:00/{n}"
     elif unit == "min" and 60 % n == 0:

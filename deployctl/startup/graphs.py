@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from deployctl.startup.failure import CAPTURE_FAILED_RE
 from deployctl.startup.report import CudaGraph, PiecewiseCudaGraph
 
 # Reasons 0.5.1–0.5.8 print as "Disable piecewise CUDA graph because …": a flag the operator set, or a rule.
@@ -26,6 +27,7 @@ class CaptureLog:
     ended: set[str] = field(default_factory=set)
     seconds: dict[str, float] = field(default_factory=dict)
     batch_sizes: dict[str, list[int]] = field(default_factory=dict)
+    listed: set[str] = field(default_factory=set)  # graphs whose sizes a "Capture cuda graph bs [...]" line gave
     context: str = "target_decode"  # the graph TP0's progress bar belongs to
     piecewise_disable_reason: str | None = None
     prefill_disable_reason: str | None = None
@@ -39,6 +41,15 @@ class Progress:
     summary_seen: bool
     failure_kind: str | None
     dict_dump: bool
+    failure_message: str = ""
+
+    def capture_failure(self) -> tuple[str, str] | None:
+        """(graph words, reason) of a ``Capture … graph failed: reason`` failure: ("", …) for the decode
+        graph, ("prefill ", …) / ("piecewise ", …) for the prefill one."""
+        if self.failure_kind not in ("oom_cuda_graph", "cuda_graph_failed"):
+            return None
+        match = CAPTURE_FAILED_RE.search(self.failure_message)
+        return (match.group(1), match.group(2).strip()) if match else ("", self.failure_message)
 
 
 def nested(data: Mapping[str, Any], *keys: str) -> Any:
@@ -64,11 +75,13 @@ def decode_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress) -
     sizes = tuple(sorted(set(log.batch_sizes.get("target_decode", ())), reverse=True))
     draft = "draft_decode" in log.ended
     passed = progress.summary_seen or progress.ready
+    capture_failed = progress.capture_failure()
+    if capture_failed is not None and not _prefill_words(capture_failed[0]) and "target_decode" not in log.ended:
+        inferred = "target_decode" not in log.begun
+        reason = capture_failed[1]
+        return CudaGraph("failed", sizes, None, draft, f"Capture cuda graph failed: {reason}", inferred, reason)
     if "target_decode" in log.ended:
         return CudaGraph("captured", sizes, log.seconds.get("target_decode"), draft, "Capture cuda graph begin/end")
-    if progress.failure_kind == "oom_cuda_graph":
-        inferred = "target_decode" not in log.begun
-        return CudaGraph("failed", sizes, None, draft, "Capture cuda graph failed: out of memory", inferred)
     if "target_decode" in log.begun:
         if passed:  # 0.3.x prints no 'end'; the summary comes after capture
             return CudaGraph("captured", sizes, None, draft,
@@ -88,7 +101,15 @@ def decode_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress) -
     return CudaGraph("not_reached")
 
 
+def _prefill_words(words: str) -> bool:
+    return "prefill" in words or "piecewise" in words
+
+
 def piecewise_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress) -> PiecewiseCudaGraph:
+    capture_failed = progress.capture_failure()
+    if capture_failed is not None and _prefill_words(capture_failed[0]):
+        return PiecewiseCudaGraph("failed", None, capture_failed[1],
+                                  f"Capture {capture_failed[0]}CUDA graph failed: {capture_failed[1]}")
     if "target_prefill" in log.ended:
         return PiecewiseCudaGraph("captured", False, None, "Capture piecewise/prefill CUDA graph end")
     if log.prefill_disable_reason is not None:

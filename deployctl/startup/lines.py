@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Iterator, NamedTuple
 
+from deployctl.startup.wrappers import strip_journal
+
 # Order differs by version (A: DP TP EP PP; C+: DP PP ATTN_CP MOE_DP TP EP), so accept any order.
 _RANK_PART = r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
 # 0.2.x–0.3.5 stamp the time of day only (``datefmt="%H:%M:%S"``, 0.3.2 utils.py:671): "[00:19:29 TP0] ".
@@ -21,14 +23,6 @@ PREFIX_RE = re.compile(
 )
 _RANK_PART_RE = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# journalctl -o short / short-precise / short-iso / short-full, syslog-style captures.
-_JOURNAL_RE = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?"
-    r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Z]+"
-    r"|\[ *\d+\.\d+\])"  # short-monotonic
-    r" \S+ [^\s:]+?(?:\[\d+\])?: "
-)
 _UVICORN_LEVEL_RE = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 
 
@@ -76,15 +70,6 @@ def _rank(tag: str) -> Rank | None:
     return cached
 
 
-def _strip_journal(line: str) -> str:
-    first = line[:1]
-    if first and (first.isdigit() or first.isupper() or (first == "[" and line[1:2] in " 0123456789")):
-        match = _JOURNAL_RE.match(line)
-        if match:
-            return line[match.end():]
-    return line
-
-
 EMBEDDED_RE = re.compile(r"\[(?:\d{4}-\d\d-\d\d \d\d:|\d\d:\d\d:\d\d[\] ])")
 
 
@@ -108,7 +93,7 @@ def split_records(raw: str) -> Iterator[Record]:
     line = raw.rstrip("\n")
     if "\x1b" in line:
         line = _ANSI_RE.sub("", line)
-    line = _strip_journal(line)
+    line = strip_journal(line)
     pieces = line.split("\r") if "\r" in line else (line,)
     for index, piece in enumerate(pieces):
         if not piece:

@@ -21,8 +21,9 @@ import re
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from deployctl.startup.failure import ARGPARSE_ERROR_RE, EXCEPTION_LINE_RE, GENERIC_KINDS, classify_exception, \
-    unknown_flags
+from deployctl.startup.failure import ARGPARSE_ERROR_RE, CONTAINER_EXIT_RE, EXCEPTION_LINE_RE, GENERIC_KINDS, \
+    RANK_DIED_RE, classify_exception, kernel_error, unknown_flags
+from deployctl.startup import header
 from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
 from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE, freeze_moe
@@ -44,12 +45,14 @@ from deployctl.startup.report import (
 from deployctl.startup.serverargs import dump_is_complete, parse_server_args
 from deployctl.startup.tracebacks import MAX_LINE_KEEP, Failure, Traceback, clip, copy, freeze, merge
 from deployctl.startup.version import CUES, VersionEvidence, decide, field_cues, server_info_version
+from deployctl.startup.wrappers import Unwrapper
 
 __all__ = ["PHASES", "CudaGraph", "Deprecation", "KvCache", "MoeWarning", "Phase", "PiecewiseCudaGraph",
            "SchedulerSummary", "StartupFailure", "StartupParser", "StartupReport", "parse_lines", "parse_text"]
 
 # The phase a failure kind belongs to: what a paste without one timestamped line says.
 _SPECIFIC_PHASE = {"nccl": "distributed_init", "oom_kv_cache": "kv_cache", "oom_cuda_graph": "cuda_graphs",
+                   "cuda_graph_failed": "cuda_graphs",
                    "model_not_found": "arguments", "bad_flag": "arguments", "unknown_flag": "arguments",
                    "port_in_use": "http_server", "warmup_failed": "warmup"}
 
@@ -73,6 +76,7 @@ class StartupParser:
         self._pending_bare: list[str] = []  # bare lines since the last timestamped record
         self._earlier_starts = 0
         self._blob_lines = 0
+        self._unwrapper = Unwrapper()
 
     # -- input -------------------------------------------------------------------------------------
     def set_server_info(self, info: Mapping[str, Any]) -> None:
@@ -82,6 +86,11 @@ class StartupParser:
 
     def feed(self, line: str) -> None:
         self._lines += 1
+        st = self._st
+        if st.pending_cues:
+            st.commit_cues()  # another line came: the previous one was not the cut end of the log
+        if line[:1] != "[":
+            line = self._unwrapper.unwrap(line)
         rec = simple_record(line)
         if rec is not None:
             self._on_record(rec)
@@ -110,8 +119,9 @@ class StartupParser:
         another start. The report describes the last one; the bare lines printed just before this
         dump belong to it and are carried over."""
         carried, lines, starts = self._pending_bare, self._lines, self._earlier_starts + 1
+        unwrapper = self._unwrapper
         self.__init__(server_info=self._server_info)  # type: ignore[misc]
-        self._lines, self._earlier_starts = lines, starts
+        self._lines, self._earlier_starts, self._unwrapper = lines, starts, unwrapper
         for text in carried:
             self._on_bare(text)
 
@@ -159,6 +169,8 @@ class StartupParser:
 
     # -- fragments (progress meters) and bare lines ---------------------------------------------------
     def _on_fragment(self, text: str) -> None:
+        if "rror" in text and self._kernel_error(text):  # printed by another rank after an open meter
+            return
         if text.startswith("Capturing batches"):
             match = CAPTURING_BS_RE.match(text)
             if match:
@@ -207,6 +219,12 @@ class StartupParser:
                 st.tb = Traceback("main", None, text)
             st.tb.expect_exc = True
             return
+        if "rror" in text and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
+            return
+        if "scheduler died during initialization" in text or "scheduler is dead" in text:
+            died = RANK_DIED_RE.search(text)  # in a traceback or not: that rank failed
+            if died:
+                st.failed_rank(Rank(tp=int(died.group(1))))
         if st.tb is None and text.startswith("  File \""):
             st.tb = Traceback("tail", None, "")  # a paste that starts below the "Traceback" header
         if st.tb is not None:
@@ -229,6 +247,24 @@ class StartupParser:
         if "scheduler died during initialization" in text or "scheduler is dead" in text:
             st.recognised = True
             rank_died(st, Record(text), text)
+        elif " exited with code " in text:
+            exited = CONTAINER_EXIT_RE.match(text)
+            if exited and exited.group(2) != "0" and st.recognised:
+                st.fail("process_exit", text, evidence=(clip(text),), rank=None)
+
+    def _kernel_error(self, text: str) -> bool:
+        """A CUDA/NCCL error line printed by C++ code (no traceback): a failure on its rank."""
+        found = kernel_error(text)
+        if found is None:
+            return False
+        kind, message, rank = found
+        st = self._st
+        st.recognised = True
+        if rank is not None:
+            st.failed_rank(Rank(tp=rank))
+        st.fail(kind, message, evidence=(clip(text),), rank=rank)
+        st.recent.append(clip(text))
+        return True
 
     def _on_uvicorn(self, msg: str) -> None:
         """uvicorn's own lines without a timestamp (0.3.x runs it without SGLang's log config): read
@@ -295,6 +331,9 @@ class StartupParser:
         if failure is None and st.sigquit is not None:
             failure = Failure("exception", "a scheduler process failed (Received sigquit from a child process)",
                               tuple(r if isinstance(r, str) else label(r) for r in st.recent)[-12:], None, [])
+        if failure is not None and not failure.ranks and st.failed_ranks:
+            # The cause's own line names no rank (a kernel's CUDA error): the ranks other fatal lines name.
+            failure = replace(failure, ranks=sorted({r.tp for r in st.failed_ranks if r.tp is not None}))
         outcome = "failed" if failure else "ready" if st.ready else "starting"
         args = self._args()
         version = self._version(args)
@@ -305,7 +344,7 @@ class StartupParser:
         if implied is not None and (phase is None or PHASES.index(implied) > PHASES.index(phase)):
             phase = implied  # a tail-only paste: the cause proves how far the start got
         progress = Progress(st.ready, st.summary is not None, failure.kind if failure else None,
-                            bool(self._parsed and self._parsed[1] == "dict"))
+                            bool(self._parsed and self._parsed[1] == "dict"), failure.message if failure else "")
         cuda_graph = decode_graph(st.capture, args or {}, progress)
         summary = st.summary
         inferred = tuple(x for x in (
@@ -313,6 +352,7 @@ class StartupParser:
             "memory pools allocated: the scheduler summary comes after them" if summary and st.kv is None else "",
         ) if x)
         info_mrr = self._info_mrr()
+        quant, quant_source = header.quantization(args or {}, st.weight_quant)
         return StartupReport(
             outcome=outcome,
             phase=phase,
@@ -335,6 +375,7 @@ class StartupParser:
             sglang_version_evidence=version.evidence,
             sglang_version_range=version.range,
             sglang_version_cues=version.cues,
+            sglang_version_contradiction=version.contradiction,
             listening=st.listening,
             warmup_request=st.warmup_request,
             model_class=st.model_class,
@@ -352,6 +393,12 @@ class StartupParser:
             format_note=("the log format is older than the oldest supported (SGLang 0.3.0): facts may be "
                          "missing" if version.older_than_supported else None),
             inferred=inferred,
+            parallelism=header.parallelism(args or {}, self._ranks),
+            failed_ranks=tuple(r.label for r in sorted(st.failed_ranks, key=_rank_order)),
+            unwrapped_lines=self._unwrapper.wrapped,
+            quantization=quant,
+            quantization_source=quant_source,
+            speculative=header.speculative(args or {}, bool(st.capture.begun & _DRAFT_GRAPHS)),
         )
 
     def _info_mrr(self) -> int | None:
@@ -363,6 +410,7 @@ class StartupParser:
                 return value
         return None
 
+_DRAFT_GRAPHS = frozenset({"draft_decode", "draft_extend"})
 _UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")
 CUES_TIME_ONLY = "time-only '[HH:MM:SS]' stamps (datefmt %H:%M:%S until 0.3.5)"
 

@@ -15,6 +15,7 @@ from deployctl.startup.report import KvCache, MoeWarning
 # (0.3.2 managers/tp_worker.py:149, 0.4.3 managers/scheduler.py:283, 0.5.4 :377, 0.5.9 :622).
 SUMMARY_KEY_RE = re.compile(r"(\w+)=(-?[\d.]+)")
 CAPTURE_RE = re.compile(r"^Capture ((?:[a-z]+ ){0,2})(?:cuda|CUDA) graph (begin|end)\b(.*)$")
+CAPTURE_BS_LIST_RE = re.compile(r"^Capture ((?:[a-z]+ ){0,2})(?:cuda|CUDA) graph bs \[([\d, ]*)")
 CAPTURE_END_BS_RE = re.compile(r"bs=\[([\d, ]*)\]")
 ELAPSED_RE = re.compile(r"(?:Time elapsed: |elapsed=)([\d.]+) ?s")
 CAPTURING_BS_RE = re.compile(r"Capturing batches \(bs=(\d+)")
@@ -22,6 +23,8 @@ KV_RE = re.compile(
     r"KV Cache is allocated\. (?:dtype: ([^,]+), )?(?:#tokens: (-?\d+), )?"
     r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)"
 )
+# 0.5.10+ "Load weight end. elapsed=…, type=…, quant=modelopt_fp4, quant_algo=NVFP4, avail mem=…".
+QUANT_RE = re.compile(r"\bquant=([\w.-]+)(?:, quant_algo=([\w.-]+))?")
 MAMBA_RE = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+)")
 LOAD_END_RE = re.compile(r"Load weight end\. (elapsed=([\d.]+) s, )?type=([\w.]+), (dtype=)?.*?avail mem=([\d.]+) GB"
                          r"(?:, mem usage=([\d.]+) GB)?")

@@ -7,14 +7,17 @@ table is keyed by the message's first character, so a record costs one dict look
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
-from deployctl.startup.failure import RANK_DIED_RE
-from deployctl.startup.lines import Record
+from deployctl.startup.failure import RANK_DIED_RE, kernel_error
+from deployctl.startup.lines import Rank, Record
 from deployctl.startup.patterns import (
     ACCESS_RE,
+    CAPTURE_BS_LIST_RE,
     FLAG_RE,
     LISTEN_RE,
+    QUANT_RE,
     MAMBA_RE,
     LOAD_END_RE,
     NEGATIVE_BUDGET_RE,
@@ -44,7 +47,7 @@ def _init_begin(st: State, rec: Record, msg: str) -> None:
 def _init_ends(st: State, rec: Record, msg: str) -> None:
     if "elapsed=" in msg:
         st.cue("'Init torch distributed ends. elapsed=' (0.5.8.post1 … 0.5.22)")
-    else:
+    elif "mem usage=" in msg:  # the whole line: a cut one says nothing about elapsed=
         st.cue("'Init torch distributed ends.' without elapsed= (0.4.3.post1 … 0.5.8.post1)")
 
 
@@ -70,6 +73,9 @@ def _load_end(st: State, rec: Record, msg: str) -> None:
         st.cue("'Load weight end.' with elapsed= and dtype= (0.5.8.post1 … 0.5.9)")
     else:
         st.cue("'Load weight end.' with elapsed= and without dtype= (from 0.5.10)")
+    quant = QUANT_RE.search(msg)
+    if quant and st.weight_quant is None:
+        st.weight_quant = quant.group(1) + (f" ({quant.group(2)})" if quant.group(2) else "")
     # The first rank's figures, replaced by TP0's (a node-1 log of a multi-node run has no TP0).
     tp = tp_of(rec.rank)
     if st.model_class is None or (tp == 0 and st.weights_rank != 0):
@@ -115,6 +121,13 @@ def _pool_end(st: State, rec: Record, msg: str) -> None:
 
 
 def _capture(st: State, rec: Record, msg: str) -> None:
+    listed = CAPTURE_BS_LIST_RE.match(msg)
+    if listed:  # 0.5.x: "Capture cuda graph bs [1, 2, 4, …]" (TP0), the sizes before the bar shows them
+        role = "draft" if "draft" in listed.group(1) else "target"
+        key = f"{role}_{'extend' if 'extend' in listed.group(1) else 'decode'}"
+        st.capture.batch_sizes[key] = [int(x) for x in re.findall(r"\d+", listed.group(2))]
+        st.capture.listed.add(key)
+        return
     found = read_capture(msg)
     if found is None:
         return
@@ -125,8 +138,10 @@ def _capture(st: State, rec: Record, msg: str) -> None:
     elif "backend=" in msg:
         st.cue("'Capture … CUDA graph begin. backend=' (after 0.5.10)")
     elif found.begin and found.key == "target_decode":
-        st.cue("'Capture cuda graph begin.' with avail mem= (0.4.3.post1 … 0.5.22)" if "avail mem=" in msg
-               else "'Capture cuda graph begin.' without avail mem= (until 0.4.10.post1)")
+        if "avail mem=" in msg:
+            st.cue("'Capture cuda graph begin.' with avail mem= (0.4.3.post1 … 0.5.22)")
+        elif msg.rstrip().endswith("minutes."):  # the whole line, not one cut before "avail mem="
+            st.cue("'Capture cuda graph begin.' without avail mem= (until 0.4.10.post1)")
     if found.begin:
         st.mark("cuda_graphs", rec)
         if tp == 0:
@@ -137,7 +152,7 @@ def _capture(st: State, rec: Record, msg: str) -> None:
     if tp == 0 and found.key not in log.seconds:
         if found.seconds is not None:
             log.seconds[found.key] = found.seconds
-        if found.batch_sizes:
+        if found.batch_sizes and found.key not in log.listed:
             log.batch_sizes[found.key] = found.batch_sizes
 
 
@@ -188,7 +203,19 @@ def _prefill_disabled(st: State, rec: Record, msg: str) -> None:
 
 def _rank_exception(st: State, rec: Record, msg: str) -> None:
     st.close_tb()
-    st.tb = Traceback("rank", tp_of(rec.rank), clip(label(rec)))
+    st.tb = Traceback("rank", tp_of(rec.rank) if rec.rank is not None else None, clip(label(rec)))
+    st.failed_rank(rec.rank)
+
+
+def _kernel(st: State, rec: Record, msg: str) -> None:
+    """A CUDA/NCCL error a kernel printed (no Python traceback): fatal on its rank."""
+    found = kernel_error(msg)
+    if found is None:
+        return
+    kind, message, torch_rank = found
+    rank = rec.rank if rec.rank is not None else Rank(tp=torch_rank) if torch_rank is not None else None
+    st.failed_rank(rank)
+    st.fail(kind, message, evidence=(clip(label(rec)),), rank=rank.tp if rank is not None else None)
 
 
 def _sigquit(st: State, rec: Record, msg: str) -> None:
@@ -214,6 +241,8 @@ def _sliding_window(st: State, rec: Record, msg: str) -> None:
 
 def rank_died(st: State, rec: Record, msg: str) -> None:
     died = RANK_DIED_RE.search(msg)
+    if died:
+        st.failed_rank(Rank(tp=int(died.group(1))))
     st.fail("rank_died", msg.removeprefix("RuntimeError: "), evidence=(clip(label(rec)),),
             rank=int(died.group(1)) if died else None, exception=msg if rec.ts is not None else None)
 
@@ -284,6 +313,9 @@ _PREFIXES: tuple[tuple[str, Handler], ...] = (
     ("Down MoE config", _moe),
     ("Config file not found at", _moe),
     ("Scheduler hit an exception", _rank_exception),
+    ("DataParallelController hit an exception", _rank_exception),
+    ("DetokenizerManager hit an exception", _rank_exception),
+    ("TokenizerManager hit an exception", _rank_exception),
     ("Received sigquit", _sigquit),
     ("Subprocess", _crashed),
     ("kill_process_tree called", _kill_tree),
@@ -296,6 +328,9 @@ for _prefix, _handler in _PREFIXES:
 BY_SUBSTRING: tuple[tuple[str, Handler], ...] = (
     ("scheduler died during initialization", rank_died),
     ("scheduler is dead", rank_died),
+    ("CUDA error", _kernel),
+    ("Cuda error", _kernel),
+    ("NCCL error", _kernel),
     ("address already in use", _port_in_use),
     ("[Errno 98]", _port_in_use),
     ("eprecat", deprecation),

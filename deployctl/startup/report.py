@@ -78,12 +78,13 @@ class CudaGraph:
     draft_captured: bool = False
     evidence: str = ""
     inferred: bool = False  # True: no capture line; a later line (summary, a capture OOM) proves the state
+    reason: str | None = None  # why capture failed ("Capture cuda graph failed: <reason>")
 
 
 @dataclass(frozen=True)
 class PiecewiseCudaGraph:
-    """Piecewise (0.5.x) / prefill (0.5.23) CUDA graph: ``captured`` | ``disabled`` | ``not_available``
-    | ``not_reached`` | ``unknown``; ``auto_set`` True when an automatic rule switched it off."""
+    """Piecewise (0.5.x) / prefill (0.5.23) CUDA graph: ``captured`` | ``disabled`` | ``failed`` |
+    ``not_available`` | ``not_reached`` | ``unknown``; ``auto_set`` True when an automatic rule switched it off."""
 
     state: str
     auto_set: bool | None = None
@@ -104,6 +105,45 @@ class KvCache:
 class Deprecation:
     message: str
     flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How the server is split over GPUs. From the dump's ``tp_size``/``dp_size``/``ep_size``/``pp_size``
+    (``source`` ``server_args``), else the highest index in the rank prefixes plus one (``rank_prefixes``:
+    a lower bound — a log cut early, or a node-1 log, shows fewer ranks). 1 means not split that way."""
+
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
+    nnodes: int = 1
+    dp_attention: bool | None = None
+    source: str = "server_args"
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"] + [f"{name}{size}" for name, size in (("DP", self.dp), ("EP", self.ep),
+                                                                        ("PP", self.pp)) if size > 1]
+        if self.dp_attention:
+            parts.append("dp-attention")
+        if self.nnodes > 1:
+            parts.append(f"{self.nnodes} nodes")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: the algorithm (``EAGLE`` also for NEXTN/MTP: the dump shows it resolved) and
+    the draft model; ``source`` ``server_args``, or ``capture_lines`` when only the draft graph's capture
+    lines show that there is a draft model."""
+
+    algorithm: str | None
+    draft_model: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+    source: str = "server_args"
 
 
 @dataclass(frozen=True)
@@ -147,6 +187,16 @@ class StartupReport:
     sglang_log: bool = True  # False: not one line of the input is an SGLang startup line
     format_note: str | None = None  # e.g. a format older than the supported floor
     inferred: tuple[str, ...] = ()  # facts a later line proves although their own lines are missing
+    parallelism: Parallelism | None = None
+    # Every rank a fatal line names ("DP3 TP5 EP5", "TP2"; a CUDA/NCCL error, a traceback, a death).
+    failed_ranks: tuple[str, ...] = ()
+    # Weight quantisation: the dump's ``quantization`` or Load weight end's ``quant=…, quant_algo=…``
+    # (0.5.10+: "modelopt_fp4 (NVFP4)"); None when neither names one (unquantised, or not told).
+    quantization: str | None = None
+    quantization_source: str | None = None  # server_args | load_weight_line
+    speculative: Speculative | None = None
+    sglang_version_contradiction: str | None = None  # the cues that exclude each other, when they do
+    unwrapped_lines: int = 0  # lines a collector's prefix was removed from (docker compose, kubectl, journal, "> ")
 
     # -- the facts most callers want ----------------------------------------------------------------
     @property
@@ -251,7 +301,9 @@ def _report_from_dict(data: Mapping[str, Any]) -> StartupReport:
         or PiecewiseCudaGraph("unknown")
     kwargs["moe_config_warnings"] = tuple(build(MoeWarning, w) for w in data.get("moe_config_warnings") or ())
     kwargs["deprecations"] = tuple(build(Deprecation, d) for d in data.get("deprecations") or ())
-    for key in ("notices", "ranks", "tp_ranks", "sglang_version_cues", "inferred"):
+    kwargs["parallelism"] = build(Parallelism, data.get("parallelism"))
+    kwargs["speculative"] = build(Speculative, data.get("speculative"))
+    for key in ("notices", "ranks", "tp_ranks", "sglang_version_cues", "inferred", "failed_ranks"):
         kwargs[key] = tuple(data.get(key) or ())
     if "outcome" not in kwargs:
         raise ValueError("not a startup report: no 'outcome' key")

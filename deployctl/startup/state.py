@@ -63,13 +63,30 @@ class State:
     ready: bool = False
     recognised: bool = False  # a line SGLang prints at startup was seen
     recent: deque = field(default_factory=lambda: deque(maxlen=40))  # Record | str, formatted when needed
+    failed_ranks: dict[Rank, None] = field(default_factory=dict)  # ranks a fatal line names (bounded by ranks)
+    weight_quant: str | None = None  # "quant=… , quant_algo=…" of Load weight end (0.5.10+)
+    # Version cues that rest on something missing from a line ("… without avail mem="): held until the
+    # next line shows that this one was not cut short (a cut last line is no evidence).
+    pending_cues: list[str] = field(default_factory=list)
 
     def mark(self, phase: str, rec: Record) -> None:
         if phase not in self.phase_start and rec.ts is not None:
             self.phase_start[phase] = (rec.ts, rec.ms)  # type: ignore[assignment]
 
     def cue(self, reason: str) -> None:
-        self.cues[reason] = None
+        if " without " in reason:
+            self.pending_cues.append(reason)
+        else:
+            self.cues[reason] = None
+
+    def commit_cues(self) -> None:
+        for reason in self.pending_cues:
+            self.cues[reason] = None
+        self.pending_cues.clear()
+
+    def failed_rank(self, rank: Rank | None) -> None:
+        if rank is not None and len(self.failed_ranks) < 4096:
+            self.failed_ranks[rank] = None
 
     def fail(self, kind: str, message: str, *, evidence: tuple[str, ...], rank: int | None,
              exception: str | None = None, unknown: tuple[str, ...] = ()) -> None:

@@ -23,6 +23,14 @@ HINTS = {
     "warmup_failed": "the server loaded but its warm-up request failed: the evidence shows why",
     "crashed": "a server process crashed after start-up: see the evidence lines",
     "exception": "a Python exception stopped the start: the evidence shows where",
+    "cuda_graph_failed": "CUDA-graph capture failed (the reason is above): a kernel built without this GPU's "
+                         "architecture needs a matching sgl-kernel/flashinfer build; or start with "
+                         "--disable-cuda-graph to confirm the capture is the cause",
+    "cuda_error": "a CUDA runtime error stopped a rank: 'no kernel image' means a kernel was not built for this "
+                  "GPU (install the build for its compute capability); an illegal memory access is a kernel bug: "
+                  "rerun with CUDA_LAUNCH_BLOCKING=1",
+    "process_exit": "the container stopped with a non-zero exit code and no line says why (137: SIGKILL, often "
+                    "the OOM killer): check `dmesg -T` and the container's memory limit",
 }
 
 
@@ -43,6 +51,11 @@ def _ranks(ranks: tuple[int, ...]) -> str:
     return ",".join(f"TP{r}" for r in ranks)
 
 
+def _phase(phase: str | None) -> str:
+    # No timestamped line tells the phase (a paste of bare lines): say so, never guess "argument parsing".
+    return {None: "an unknown phase", "arguments": "argument parsing"}.get(phase, phase or "")
+
+
 def _version(report: StartupReport) -> str:
     if report.sglang_version:
         how = {"server_info": "from /server_info", "log_exact": "stated in the log",
@@ -50,29 +63,74 @@ def _version(report: StartupReport) -> str:
         return f"sglang {report.sglang_version}" + (f" ({how})" if how else "")
     if report.sglang_version_range:
         return f"sglang {report.sglang_version_range} (from the log format)"
+    if report.sglang_version_contradiction:
+        return f"sglang version unknown (the log's cues contradict: {report.sglang_version_contradiction})"
     return "sglang version unknown"
+
+
+def _hint(report: StartupReport) -> str | None:
+    failure = report.failure
+    if failure is None:
+        return None
+    if failure.kind == "unknown_flag":
+        spelled = [flag for flag in failure.unknown_flags if "_" in flag]
+        if spelled and len(spelled) == len(failure.unknown_flags):
+            # argparse knows only the hyphen spelling: the flag exists, its spelling does not.
+            fixed = ", ".join(f"{flag} → {flag[:2]}{flag[2:].replace('_', '-')}" for flag in spelled)
+            return f"SGLang's flags are spelled with hyphens: use {fixed}"
+    return HINTS.get(failure.kind)
+
+
+def _failed_ranks(labels: tuple[str, ...]) -> str:
+    if labels and all(label.startswith("TP") and label[2:].isdigit() for label in labels):
+        return _ranks(tuple(sorted(int(label[2:]) for label in labels)))
+    if len(labels) > 4:
+        return f"{', '.join(labels[:3])} … {labels[-1]} ({len(labels)} ranks)"
+    return ", ".join(labels)
+
+
+def _where(report: StartupReport) -> str:
+    shape = report.parallelism.label if report.parallelism is not None else _ranks(report.tp_ranks)
+    return " · ".join(x for x in (_version(report), shape, report.listening or "") if x)
+
+
+def _model_line(report: StartupReport) -> str | None:
+    parts = []
+    if report.quantization:
+        parts.append(f"quantization {report.quantization}")
+    spec = report.speculative
+    if spec is not None:
+        text = f"speculative {spec.algorithm or 'decoding (draft graphs captured)'}"
+        details = [f"draft {spec.draft_model}" if spec.draft_model else "",
+                   f"{spec.num_steps} steps" if spec.num_steps is not None else "",
+                   f"topk {spec.eagle_topk}" if spec.eagle_topk is not None else "",
+                   f"{spec.num_draft_tokens} draft tokens" if spec.num_draft_tokens is not None else ""]
+        details = [d for d in details if d]
+        parts.append(text + (f" ({', '.join(details)})" if details else ""))
+    return "  model     " + " · ".join(parts) if parts else None
 
 
 def render_report(report: StartupReport, *, verbose: bool = False) -> str:
     """A summary an operator reads in five seconds: outcome first, then capacity, graphs, warnings."""
     lines: list[str] = []
-    where = " · ".join(x for x in (_version(report), _ranks(report.tp_ranks), report.listening or "") if x)
+    where = _where(report)
     if report.outcome == "ready":
         took = f"in {_duration(report.total_seconds)}" if report.total_seconds is not None else \
             "(time to ready unknown: the log does not begin at the start)"
         lines.append(f"READY {took} · {where}")
     elif report.outcome == "failed" and report.failure is not None:
         f = report.failure
-        at = f" on {_ranks(f.ranks)}" if f.ranks else ""
-        lines.append(f"FAILED: {f.kind}{at} during {report.phase or 'argument parsing'} · {where}")
+        on = _failed_ranks(report.failed_ranks) or _ranks(f.ranks)
+        at = f" on {on}" if on else ""
+        lines.append(f"FAILED: {f.kind}{at} during {_phase(report.phase)} · {where}")
         lines.append(f"  {f.message}")
-        hint = HINTS.get(f.kind)
+        hint = _hint(report)
         if hint:
             lines.append(f"  hint: {hint}")
     else:
         last = report.phases[-1] if report.phases else None
         since = f" for {_duration(last.seconds)}" if last and last.seconds is not None else ""
-        lines.append(f"STARTING: in {report.phase or 'argument parsing'}{since} (log ends {report.last_timestamp or '?'}) · {where}")
+        lines.append(f"STARTING: in {_phase(report.phase)}{since} (log ends {report.last_timestamp or '?'}) · {where}")
         args = report.server_args or {}
         if isinstance(args.get("node_rank"), int) and args["node_rank"] > 0:
             lines.append(f"  node {args['node_rank']} of {args.get('nnodes')}: its HTTP server and scheduler "
@@ -95,6 +153,9 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         if report.available_gpu_mem_gb is not None:
             parts.append(f"free {report.available_gpu_mem_gb:g} GB/GPU")
         lines.append("  capacity  " + " · ".join(parts))
+    model = _model_line(report)
+    if model:
+        lines.append(model)
 
     graph = report.cuda_graph
     text = f"CUDA graph {graph.state}"
@@ -105,6 +166,8 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         text += f" ({_duration(graph.seconds)})"
     if graph.draft_captured:
         text += " + draft"
+    if graph.reason:
+        text += f" ({graph.reason})"
     pw = report.piecewise_cuda_graph
     text += f" · piecewise {pw.state}"
     if pw.auto_set and pw.reason:

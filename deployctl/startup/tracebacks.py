@@ -16,6 +16,7 @@ from deployctl.startup.failure import (
     EXCEPTION_LINE_RE,
     GENERIC_KINDS,
     RANK_DIED_RE,
+    REFINES,
     classify_exception,
     exception_message,
 )
@@ -85,6 +86,10 @@ class Traceback:
         if self.exc_line is None:
             if self.origin == "warmup":  # cut before the exception line: the header is all there is
                 return Failure("warmup_failed", self.header.split("] ", 1)[-1], (self.header, *self.lines), None)
+            if self.origin == "rank":  # "Scheduler hit an exception" is fatal, whatever the cut hid
+                said = self.header.split("] ", 1)[-1].split(":", 1)[0]
+                return Failure("exception", f"{said} (the log ends before its exception line)",
+                               (self.header, *self.lines), self.rank, [self.rank] if self.rank is not None else [])
             return None
         exc = self.exc_line
         if self.origin == "warmup":
@@ -111,6 +116,9 @@ def merge(current: Failure | None, new: Failure) -> Failure:
             if rank not in current.ranks:
                 current.ranks.append(rank)
         return current
+    if current.kind in REFINES.get(new.kind, ()):
+        new.ranks += [rank for rank in current.ranks if rank not in new.ranks]
+        return new
     if current.kind in GENERIC_KINDS and new.kind not in GENERIC_KINDS:
         return new
     return current

@@ -110,6 +110,7 @@ class VersionEvidence:
     range: str | None  # "0.5.1 … 0.5.8.post1", "0.5.10 or newer", "0.4.2 or older"
     cues: tuple[str, ...]
     older_than_supported: bool = False
+    contradiction: str | None = None  # the two cues that exclude each other, when they do
 
     @property
     def evidence(self) -> str | None:
@@ -176,8 +177,12 @@ def decide(cues: Iterable[Cue], *, server_info_version: str | None = None) -> Ve
     low = max((_INDEX[c.low] for c in chosen if c.low is not None), default=0)
     high = min((_INDEX[c.high] for c in chosen if c.high is not None), default=len(RELEASES) - 1)
     if low > high:
+        # Reported as it is, never narrowed to a range: no release prints both lines.
+        newest = max((c for c in chosen if c.low is not None), key=lambda c: _INDEX[c.low])  # type: ignore[index]
+        oldest = min((c for c in chosen if c.high is not None), key=lambda c: _INDEX[c.high])  # type: ignore[index]
+        clash = (f"{newest.reason} needs {newest.low} or newer, but {oldest.reason} needs {oldest.high} or older")
         return VersionEvidence(None, None, None, ("the cues contradict each other (a fork or a patched "
-                                                  "build?)", *reasons))
+                                                  "build?)", *reasons), contradiction=clash)
     older = _INDEX[SUPPORTED_FLOOR] > high
     if low == high:
         return VersionEvidence(RELEASES[low], "log_inferred", RELEASES[low], reasons, older)

@@ -85,6 +85,13 @@ def environment_assignment(name: str, value: str) -> str:
     return _quote(escape_specifiers(f"{name}={value}"))
 
 
+def list_item(value: str) -> str:
+    """One word of a whitespace-separated list directive (``ReadWritePaths=``): double-quoted and escaped,
+    specifiers escaped, so a path with a space or a ``%`` stays one path and means itself."""
+    _require_clean(value)
+    return _quote(escape_specifiers(value))
+
+
 def plain_value(value: str) -> str:
     """A single-word directive value (a path, a user name, a description) with specifiers escaped."""
     _require_clean(value)

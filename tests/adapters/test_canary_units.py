@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.inventory.policy import Policy
-from deployctl.live.canary_units import Paths, canary_timer, example_texts, schedule_dropin, unit_texts
+from deployctl.live.canary_units import Paths, UnitValueError, canary_timer, example_texts, schedule_dropin, unit_texts
 from deployctl.promote.canary import every_to_calendar
 
 SYSTEMD_DIR = Path(__file__).resolve().parents[2] / "systemd"
@@ -29,7 +29,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path: Path):
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and "deployctl" not in done.stderr, done.stderr
     for key in ("NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes", "ProtectHome=yes", "UMask=0077",
-                "ReadWritePaths=/etc/systemd/system -/run/systemd/system.control /var/lib/deployctl"):
+                'ReadWritePaths="/etc/systemd/system" "-/run/systemd/system.control" "/var/lib/deployctl"'):
         assert key in (tmp_path / "deployctl-canary@glm5.service").read_text(), key
     timer = (tmp_path / "deployctl-canary@glm5.timer").read_text()
     assert "Persistent=true" in timer and "RandomizedDelaySec=" in timer
@@ -42,7 +42,33 @@ def test_the_stop_timeout_outlasts_the_slowest_rollback():
     assert "TimeoutStopSec=4200" in service
 
 
-@pytest.mark.parametrize("every,calendar", [("6h", "*-*-* 00/6:00:00"), ("15min", "*:00/15"), ("20s", "*:*:00/20"),
+def test_paths_with_a_space_a_percent_and_quotes_are_escaped_for_systemd(tmp_path: Path):
+    odd = "/var/lib/deploy ctl/100% \"x\""
+    # systemd refuses quotes in an executable's name whatever the quoting; elsewhere they are escaped
+    paths = Paths(python="/opt/deploy ctl/100%/python", inventory=f"{odd}/inv.yaml", state_dir=f"{odd}/state",
+                  textfile_dir=f"{odd}/metrics")
+    texts = unit_texts(Policy(), paths)
+    service = texts["deployctl-canary@.service"]
+    assert 'ExecStart="/opt/deploy ctl/100%%/python" -m deployctl canary %i' in service
+    assert '"DEPLOYCTL_STATE_DIR=/var/lib/deploy ctl/100%% \\"x\\"/state"' in service
+    assert '"-/var/lib/deploy ctl/100%% \\"x\\"/metrics"' in service
+    for name, text in texts.items():
+        (tmp_path / name.replace("@.", "@glm5.")).write_text(text)
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "deployctl-canary@glm5.service"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    # systemd reads the whole path, space and "%" as they are (it does not exist on this machine)
+    assert "Command /opt/deploy ctl/100%/python is not executable" in done.stderr, done.stderr
+    assert "bad unit file setting" not in done.stderr and "Unknown" not in done.stderr, done.stderr
+
+
+def test_a_path_no_unit_file_can_carry_is_refused_by_name():
+    with pytest.raises(UnitValueError, match="newline"):
+        unit_texts(Policy(), Paths(python="/x/python", inventory="/etc/a\nb.yaml", state_dir="/var/lib/deployctl"))
+    with pytest.raises(UnitValueError, match="systemd refuses"):
+        unit_texts(Policy(), Paths(python='/opt/"x"/python', inventory="/etc/i.yaml", state_dir="/var/lib/deployctl"))
+
+
+@pytest.mark.parametrize("every,calendar", [("6h", "*-*-* 00/6:00:00"), ("15min", "*:00/15"), ("1min", "*:00/1"),
                                             ("1d", "daily")])
 def test_every_is_a_calendar_spec_systemd_reads(every, calendar):
     got, delay = every_to_calendar(every)
@@ -51,7 +77,7 @@ def test_every_is_a_calendar_spec_systemd_reads(every, calendar):
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("every", ["7h", "5", "6x", "0h", "2d"])
+@pytest.mark.parametrize("every", ["7h", "5", "6x", "0h", "2d", "1s", "20s", "30s"])
 def test_every_refuses_what_has_no_calendar_form(every):
     with pytest.raises(ValueError):
         every_to_calendar(every)

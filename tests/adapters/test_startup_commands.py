@@ -33,6 +33,25 @@ def test_report_failure_has_hint_and_evidence(capsys: pytest.CaptureFixture[str]
     assert "RuntimeError: Not enough memory." in out
 
 
+def test_report_header_parallelism_ranks_quantisation_speculative(capsys: pytest.CaptureFixture[str]) -> None:
+    """The header names the split, the failed ranks, the quantisation and the draft model, in text and JSON."""
+    assert main(["startup-report", log("33")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("FAILED: cuda_graph_failed on TP1 EP1, TP3 EP3 during cuda_graphs")
+    assert out[0].endswith("· TP4 EP4")
+    assert "  model     quantization fp8 · speculative EAGLE (draft lmsys/Qwen3-235B-Eagle3, 3 steps, topk 1, " \
+           "4 draft tokens)" in out
+    assert any(line.startswith("  graphs    CUDA graph failed (CUDA error: an illegal memory access") for line in out)
+    assert main(["startup-report", log("30"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parallelism"] == {"tp": 8, "dp": 8, "ep": 8, "pp": 1, "nnodes": 1, "dp_attention": True,
+                                   "source": "server_args"}
+    assert (data["quantization"], data["quantization_source"]) == ("fp8", "server_args")
+    assert data["failed_ranks"] == [] and data["speculative"] is None and data["unwrapped_lines"] > 0
+    assert main(["startup-report", log("35")]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("· TP2 PP4 · http://0.0.0.0:30000")
+
+
 def test_report_json_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     data = Path(log("08")).read_bytes()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))

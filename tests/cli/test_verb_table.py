@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.unprivileged import AsNobody
 from testpaths import DATA, REPO
 
 from deployctl import commands
@@ -51,13 +52,21 @@ def test_the_table_covers_every_verb() -> None:
     assert set(VERBS) == set(JSON_CASES), "a new verb needs a row in JSON_CASES"
 
 
+def test_the_top_help_lists_every_exit_code_once(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    for number, meaning in EXIT_CODES:
+        assert out.count(f"{number:>3}  {meaning}") == 1
+
+
 @pytest.mark.parametrize("verb", VERBS)
-def test_help_lists_every_exit_code_and_how_to_name_the_deployment(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_points_at_the_exit_codes_and_says_how_to_name_the_deployment(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run([verb, "--help"], capsys)
     assert code == 0
-    assert f"deployctl {verb}" in out and "exit codes" in out
-    for number, meaning in EXIT_CODES:
-        assert f"{number:>3}  {meaning}" in out
+    assert f"deployctl {verb}" in out and "exit codes: `deployctl --help` or `man deployctl`" in out
+    assert "rollback failed: manual action needed" not in out  # the table is not repeated in every verb
     for option in ("--inventory", "--state-dir", "--json", "--no-color", "--verbose"):
         assert option in out
     if verb in DEPLOYMENT_VERBS:  # -d everywhere, and the help says whether a positional alias works
@@ -220,11 +229,36 @@ def test_a_closed_stdout_is_not_an_error() -> None:
 def test_not_root_is_exit_5(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o755)  # root's, as /var/lib/deployctl is
-    tmp_path.chmod(0o755)
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "deployctl",
-         "restart", "glm5", "--profile", "baseline", "-i", EXAMPLE, "--state-dir", str(state), "--json"],
-        capture_output=True, text=True, timeout=60, cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    # AsNobody: the checkout may sit in a 0700 directory (a clone under /root or in `mktemp -d`).
+    with AsNobody(REPO, state) as nobody:
+        done = nobody.python("-m", "deployctl", "restart", "glm5", "--profile", "baseline", "-i", nobody.path(EXAMPLE),
+                             "--state-dir", nobody.path(state), "--json")
     assert done.returncode == ExitCode.ENVIRONMENT, done.stdout + done.stderr
     assert json.loads(done.stdout)["exit_code"] == ExitCode.ENVIRONMENT and "Traceback" not in done.stderr
+
+
+def test_version_with_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--version", "--json"], capsys)
+    assert code == 0 and json.loads(out)["version"]
+
+
+def test_check_refusing_under_json_carries_error_and_exit_code(no_bus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["check", "-d", "glm5", "--strict", "--json"], capsys)  # the remote host's warning
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
+    assert "on warnings (--strict)" in document["error"] and document["findings"]
+
+
+def test_validate_json_lists_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "inv.yaml"
+    bad.write_text(Path(EXAMPLE).read_text().replace("tp: 8", "tp: eight").replace("port: 8000", "port: -1", 1))
+    code, out, _ = run(["validate", "-i", str(bad), "--json"], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.BAD_INPUT
+    assert len(document["problems"]) >= 2 and all(p.startswith(f"{bad}:") for p in document["problems"])
+
+
+def test_a_remote_option_after_the_verb_says_where_it_goes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["status", "glm5", "-H", "gpu-node-3", "-i", EXAMPLE], capsys)
+    assert code == ExitCode.BAD_INPUT
+    assert "hint: -H goes before the verb: deployctl -H [USER@]HOST status" in err

@@ -190,15 +190,18 @@ def test_outside_the_window_nothing_restarts(world):
     assert "outside the maintenance window" in verbose.stdout + verbose.stderr, verbose.stdout + verbose.stderr
 
 
-def test_the_timer_fires_a_canary_by_itself(world):
+def test_the_timer_fires_a_canary_by_itself_with_a_space_and_a_percent_in_its_paths(world):
     cli, _, _ = world
     box = cli.box
-    # Inside the sandbox's private /var/lib/deployctl: the unit's PrivateTmp hides the tests' /tmp.
-    (box.state_dir / "timer-inventory.yaml").write_text(cli.inventory.read_text())
-    metrics = box.state_dir / "textfile" / "deployctl_canary_glm5-sim.prom"
+    # Inside the sandbox's private /var/lib/deployctl: the unit's PrivateTmp hides the tests' /tmp. A space
+    # and a "%" in every path: systemd must read each as one path and not expand "%i" (the deployment).
+    odd = "/var/lib/deployctl/canary 100%i"
+    (box.state_dir / "canary 100%i").mkdir(exist_ok=True)
+    (box.state_dir / "canary 100%i" / "timer-inventory.yaml").write_text(cli.inventory.read_text())
+    metrics = box.state_dir / "canary 100%i" / "text file" / "deployctl_canary_glm5-sim.prom"
     timer = "deployctl-canary@glm5-sim.timer"
-    done = cli("canary", "install", "glm5-sim", "--every", "20s", "-i", "/var/lib/deployctl/timer-inventory.yaml",
-               "--state-dir", "/var/lib/deployctl/timer-state", "--textfile-dir", "/var/lib/deployctl/textfile")
+    done = cli("canary", "install", "glm5-sim", "--every", "1min", "-i", f"{odd}/timer-inventory.yaml",
+               "--state-dir", f"{odd}/timer state", "--textfile-dir", f"{odd}/text file")
     assert done.returncode == 0, done.stdout + done.stderr
     try:
         assert f"{timer} enabled" in done.stdout
@@ -255,3 +258,31 @@ def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(worl
         series = _watch_series(own, "glm5-sim")
         step = 100 * (sum(series[10:]) / len(series[10:]) / (sum(series[:10]) / 10) - 1)
         print(f"\nstep of {step:+.1f} % found at watch {found_at} after it: {series}")
+
+
+def test_a_wide_interval_beyond_the_limit_is_unclear_with_its_own_exit_code(world, tmp_path):
+    """Issue 26's watch: far below its reference on average, but its two trials disagree so much that the
+    judge cannot decide within its budget. Not ok, not degraded: exit 23, said in the textfile and the webhook,
+    and no rollback even under on_degraded: rollback."""
+    cli, data, hook = world
+    judge = {**data["policy"]["judge"], "min_trials": 2, "max_trials": 2, "limit_pct": 8}
+    canary_policy = {**data["policy"]["canary"], "on_degraded": "rollback"}
+    inventory = {**data, "policy": {**data["policy"], "judge": judge, "canary": canary_policy}}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory))
+    own = Cli(cli.box, tmp_path / "inventory.yaml", tmp_path / "state")
+    dep = data["deployments"]["glm5-sim"]
+    restarted = own("restart", "glm5-sim", "--profile", "baseline")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    first = canary(own, "glm5-sim")  # the release's first watch: its reference from now on
+    assert first.returncode == ExitCode.OK, first.stdout + first.stderr
+    calls = len(hook.received)
+    # The warm-up and the first trial (17 requests) at 0.45 of the speed, the second trial at 0.9.
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_SWING=17:0.45,0.9"):
+        done = canary(own, "glm5-sim")
+    assert done.returncode == ExitCode.CANARY_UNCLEAR, done.stdout + done.stderr
+    assert "unclear" in done.stderr and "not decided: C=8" in done.stderr, done.stderr
+    assert 'deployctl_canary_outcome{deployment="glm5-sim",outcome="unclear"} 1.0' in _metrics(own, "glm5-sim")
+    assert 'deployctl_canary_unclear_total{deployment="glm5-sim"} 1.0' in _metrics(own, "glm5-sim")
+    assert [c["body"]["verdict"] for c in hook.received[calls:]] == ["unclear"]
+    assert _notes(own, "glm5-sim", "watch")[-1]["health"] == "unclear"
+    assert "rollback" not in done.stderr

@@ -6,10 +6,12 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from support.sweeps import sweep
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.changepoint import change_points
+from deployctl.judge.outcome import Outcome
 from deployctl.judge.watch import Health, watch_verdict
 from deployctl.promote.canary import Judged, decide_try, in_window
 
@@ -103,7 +105,7 @@ def test_the_most_serious_outcome_is_the_exit_code():
     assert most_serious([ExitCode.CANARY_ROLLED_BACK, ExitCode.REJECTED]) == ExitCode.CANARY_ROLLED_BACK
     assert most_serious([ExitCode.OK, 99]) == 99
     codes = {ExitCode.OK, ExitCode.BUSY, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_PROMOTED, ExitCode.REJECTED,
-             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_ROLLED_BACK}
+             ExitCode.INCONCLUSIVE, ExitCode.ROLLBACK_FAILED, ExitCode.CANARY_ROLLED_BACK, ExitCode.CANARY_UNCLEAR}
     assert len({VERDICT[c] for c in codes}) == len(codes)  # every outcome its own word, and its own code
 
 
@@ -143,3 +145,23 @@ def test_the_version_a_promote_was_judged_on_comes_from_the_canary_then_the_fing
         ledger.finish(rid, result="rejected", verdict="FAIL", reasons=[])
     assert [(j.unit_hash, j.sglang_version) for j in sorted(judged_promotes(ledger, "d"), key=lambda j: j.unit_hash)] \
         == [("a", "0.5.9"), ("b", "0.5.10"), ("c", "0.5.10 or newer"), ("d", "unknown")]
+
+
+def test_a_wide_interval_beyond_the_limit_is_unclear_not_ok():
+    """The watch of issue 26: about −35 % with a 95 % interval of roughly −57 … −9 % against a −8 % limit,
+    the trial budget spent. Not shown to be worse beyond noise, not shown to be fine: unclear."""
+    reference = sweep({8: [1000.0, 1005.0, 995.0]})
+    now = sweep({8: [430.0, 900.0]})
+    judge_policy = JudgePolicy(limit_pct=8, min_trials=2, max_trials=2, baseline_trials=3)
+    verdict = watch_verdict(reference, now, {8: [1000.0, 665.0]}, judge_policy, CanaryPolicy())
+    assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.INCONCLUSIVE and verdict.verdict.final
+    assert verdict.health is Health.UNCLEAR and not verdict.degraded
+    assert verdict.reasons and verdict.reasons[0].startswith("not decided: C=8: −")
+
+
+def test_a_step_down_outranks_an_unclear_verdict():
+    reference = sweep({8: [1000.0, 1005.0, 995.0]})
+    now = sweep({8: [430.0, 900.0]})
+    judge_policy = JudgePolicy(limit_pct=8, min_trials=2, max_trials=2, baseline_trials=3)
+    series = {8: _quiet(7, 10) + _quiet(8, 4, 900.0)}
+    assert watch_verdict(reference, now, series, judge_policy, CanaryPolicy()).health is Health.DEGRADED

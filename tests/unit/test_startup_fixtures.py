@@ -42,6 +42,8 @@ def test_outcome_and_failure(case: tuple[dict, StartupReport]) -> None:
             assert report.failure.rank == expect["failing_ranks"][0]
         if "unknown_flags" in expect:
             assert list(report.failure.unknown_flags) == expect["unknown_flags"]
+        if "failed_ranks" in expect:
+            assert list(report.failed_ranks) == expect["failed_ranks"]
     else:
         assert report.failure is None
 
@@ -189,3 +191,18 @@ def test_json_round_trip(case: tuple[dict, StartupReport]) -> None:
         assert key in data
     again = StartupReport.from_dict(data)
     assert again.to_dict() == report.to_dict()
+
+
+def test_header(case: tuple[dict, StartupReport]) -> None:
+    """Parallelism, weight quantisation and speculative decoding, where the fixture states them."""
+    expect, report = case
+    if "parallelism" in expect:
+        assert report.parallelism is not None
+        for key, value in expect["parallelism"].items():
+            assert getattr(report.parallelism, key) == value, key
+    if "quantization" in expect:
+        assert report.quantization == expect["quantization"]
+    if "speculative" in expect:
+        assert report.speculative is not None
+        for key, value in expect["speculative"].items():
+            assert getattr(report.speculative, key) == value, key

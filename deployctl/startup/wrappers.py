@@ -1,0 +1,102 @@
+"""Remove the prefixes that log collectors put in front of SGLang's lines (pure).
+
+People paste what their tool printed, not SGLang's stream:
+
+- ``docker compose logs``: ``sglang  | `` or ``sglang-1  | `` (the service name padded to a column);
+- ``kubectl logs --timestamps``: ``2026-01-01T00:00:00.123456789Z `` (RFC 3339, nanoseconds);
+- journalctl: ``Dec 01 12:00:00 host unit[pid]: `` (and the other ``-o short*`` stamps);
+- a quoted paste (GitHub issues, mail): ``> ``;
+
+and combinations of them (``> sglang-1  | 2026-…Z [2026-… TP0] …``). ``Unwrapper.unwrap`` removes them
+before the line is parsed. A docker-style ``name | `` is the one shape a plain line can also have (a
+line that merely contains ``|``), so it is removed only once that exact prefix has been seen in front of
+an SGLang line (a timestamped record, a traceback, a usage block), or on two lines in a row: a plain
+log's parse is unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+# journalctl -o short / short-precise / short-iso / short-full, syslog-style captures.
+JOURNAL_RE = re.compile(
+    r"(?:[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?"
+    r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Z]+"
+    r"|\[ *\d+\.\d+\])"  # short-monotonic
+    r" \S+ [^\s:]+?(?:\[\d+\])?:(?: |$)"
+)
+# kubectl logs --timestamps (and docker logs -t): an RFC 3339 stamp and one space, nothing else.
+_K8S_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+# docker compose: a service (container) name, padding, "| " (the blank line of a traceback: "svc  |").
+_COMPOSE_RE = re.compile(r"([A-Za-z0-9][\w.-]*)( +)\|(?: |$)")
+# What proves that the rest of a line is SGLang's: a record stamp, a traceback, argparse's usage block.
+_SGLANG_START_RE = re.compile(
+    r"\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d\d:\d\d:\d\d)|Traceback \(most recent call last\)|usage: |"
+    r"\S+: error: |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|  File \"|"
+    r"[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)|/\S+\.py:\d+: \w*Warning: "
+)
+_MAX_PREFIXES = 64
+
+
+def strip_journal(line: str) -> str:
+    """The line without a journald prefix (unchanged when it has none)."""
+    first = line[:1]
+    if first and (first.isdigit() or first.isupper() or (first == "[" and line[1:2] in " 0123456789")):
+        match = JOURNAL_RE.match(line)
+        if match:
+            return line[match.end():]
+    return line
+
+
+class Unwrapper:
+    """Strips wrapper prefixes; remembers the docker-style prefixes proven to wrap SGLang lines."""
+
+    __slots__ = ("_proven", "_last_candidate", "wrapped")
+
+    def __init__(self) -> None:
+        self._proven: set[str] = set()
+        self._last_candidate: str | None = None
+        self.wrapped = 0  # lines a prefix was removed from
+
+    def unwrap(self, line: str) -> str:
+        """The line as SGLang printed it. Cheap when there is nothing to remove (the first character
+        rules most shapes out)."""
+        original = line
+        for _ in range(4):  # combinations: "> svc | 2026-…Z [ts] …"
+            before = line
+            first = line[:1]
+            if first == ">":
+                line = line[2:] if line[1:2] == " " else line[1:]
+            elif first.isdigit() and line[4:5] == "-" and line[10:11] == "T":
+                match = _K8S_RE.match(line)
+                if match:
+                    line = line[match.end():]
+                else:
+                    line = strip_journal(line)
+            elif first.isupper() or first == "[":
+                line = strip_journal(line)
+            if first.isalnum() and line is before:
+                line = self._compose(line)
+            if line is before or line == before:
+                break
+        if line is not original and line != original:
+            self.wrapped += 1
+        return line
+
+    def _compose(self, line: str) -> str:
+        if "|" not in line[:80]:
+            return line
+        match = _COMPOSE_RE.match(line)
+        if match is None:
+            return line
+        prefix = match.group(1) + match.group(2)  # the blank line "svc  |" has no space after the bar
+        rest = line[match.end():]
+        if prefix in self._proven:
+            return rest
+        if len(self._proven) < _MAX_PREFIXES and (
+                _SGLANG_START_RE.match(rest.lstrip("> ")) or prefix == self._last_candidate):
+            self._proven.add(prefix)
+            return rest
+        self._last_candidate = prefix
+        return line
