@@ -103,7 +103,10 @@ class LoadClient:
         conn.begin(sink.feed, done)
         sink.sent(_CLOCK())
         conn.transport.write(
-            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+            # The User-Agent names deployctl's synthetic load, so the server's own logs (and the simulator's
+            # per-source counter) tell it apart from users' requests.
+            b"POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: deployctl-bench\r\nContent-Type: application/json\r\n"
+            b"Accept: text/event-stream\r\n"
             b"%sContent-Length: %d\r\n\r\n%s"
             % ((self._prefix + path).encode(), self._host_header, self._auth, len(body), body)
         )

@@ -38,6 +38,7 @@ class CanaryMetrics:
     unclear: int = 0  # watches that could not decide, all releases, from the ledger
     rollbacks: int = 0  # rejected / inconclusive promotes rolled back, from the ledger
     degraded_rollbacks: int = 0  # degraded live releases replaced by the release before them, from the ledger
+    webhook_failures: int = 0  # the canary's webhook calls that failed, from the ledger
 
 
 def registry_for(m: CanaryMetrics) -> CollectorRegistry:
@@ -80,6 +81,8 @@ class _LedgerCounters(Collector):
             ("deployctl_rollbacks", "Candidates rolled back (rejected or inconclusive).", self.m.rollbacks),
             ("deployctl_canary_rollbacks", "Degraded live releases the canary rolled back to the release before "
              "them, which measured better (policy.canary.on_degraded: rollback).", self.m.degraded_rollbacks),
+            ("deployctl_canary_webhook_failures", "The canary's webhook calls that failed (each is in the ledger "
+             "and the run's journal entry).", self.m.webhook_failures),
         ):
             family = CounterMetricFamily(name, doc, labels=["deployment"])
             family.add_metric([self.m.deployment], value)

@@ -52,8 +52,13 @@ Each intermediate profile is tried like a promote (the same gates and judge; rec
 culprits is then promoted (kept only if it passes) and printed as YAML to paste into the inventory,
 which deployctl never edits. The budget is the policy's bisect.max_restarts and bisect.max_bench_s.
 
+An inconclusive trial (the judge could not decide, or the host drifted) counts as neither passed nor
+failed: the same subset is tried again, up to twice; still inconclusive, the bisect stops and says it
+could not decide (and which changes), rather than blaming any of them.
+
 exit codes: 0 the survivors were kept (or nothing survived: the baseline stays) · 10 the survivors were
-rejected too · 11 the budget ran out first · 3, 12, 130 as promote.
+rejected too · 11 could not decide (a subset stayed inconclusive, or the budget ran out first) · 3, 12,
+130 as promote.
 
 examples:
   deployctl bisect candidate -d glm5 --dry-run     # the changes, what is blamed already, the worst case
@@ -203,8 +208,13 @@ def outcome_lines(out: BisectOutcome) -> list[str]:
             what = "interaction of" if c.interaction else "culprit"
             lines.append(f"{what}: {_names(out, c.changes)} (by {c.how})")
             lines += [f"  evidence: {e}" for e in c.evidence]
-        if not finding.survivors:
+        if not finding.survivors and not finding.undecided:
             lines.append("every change is a culprit: the baseline stays")
+    if out.undecided:
+        lines += [f"could not decide: {_names(out, subset)} stayed inconclusive after every trial of it; nothing "
+                  "is blamed on it (run the bisect again when the host is steadier)" for subset in out.undecided]
+        if finding is not None and finding.undecided:
+            lines.append("the search stopped there: the known-good unit runs, nothing was promoted")
     if out.stopped:
         lines.append(f"stopped: {out.stopped}; the known-good unit runs")
         lines += [f"  blamed so far (by {c.how}): {_names(out, c.changes)}" for c in out.blamed_so_far]
@@ -225,6 +235,7 @@ def outcome_json(out: BisectOutcome) -> dict[str, Any]:
         "changes": [c.text for c in out.changes],
         "trials": [{"release": s.release_id, "profile": s.profile, "final": s.trial.final, "purpose": s.trial.purpose,
                     "changes": sorted(s.trial.subset), "result": s.result, "summary": s.observation.summary,
+                    "observed": s.observation.word,
                     "benchmarked": s.observation.benchmarked, "restarts": s.restarts, "bench_s": round(s.bench_s, 2),
                     "wall_s": round(s.wall_s, 2)} for s in out.steps],
         "culprits": [{"changes": sorted(c.changes), "texts": [out.changes[i].text for i in sorted(c.changes)],
@@ -233,7 +244,8 @@ def outcome_json(out: BisectOutcome) -> dict[str, Any]:
         "candidate_passed": bool(finding and finding.candidate_passed),
         "survivors": sorted(finding.survivors) if finding else None,
         "survivor_yaml": out.survivor_yaml, "stopped": out.stopped,
-        "blamed_so_far": [sorted(c.changes) for c in out.blamed_so_far], "exit_code": out.exit_code,
+        "blamed_so_far": [sorted(c.changes) for c in out.blamed_so_far],
+        "undecided": [sorted(subset) for subset in out.undecided], "exit_code": out.exit_code,
         "restarts": out.restarts, "benchmarked": out.benchmarked, "bench_s": round(out.bench_s, 2),
         "wall_s": round(out.wall_s, 2),
     }

@@ -33,7 +33,7 @@ from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interru
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
-from deployctl.live.canary import TRIED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
@@ -49,9 +49,14 @@ HELP = "the scheduled canary: watch the live release, try the pending candidate 
 DESCRIPTION = """\
 Run by a timer or cron, once per deployment (or --all):
 
-1. watch: health, a short benchmark at the policy's levels judged against the live release's own
-   measurement at its promotion (else the newest stored baseline of its unit, else its first watch),
-   stored in the ledger; a significant step down in the release's series of watches (change points,
+1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
+   policy.canary.passive_window_s while it serves users — generated tokens per running request at the
+   window's occupancy, TTFT/ITL/E2E from the histograms — with no request of ours, judged against the
+   release's passive reference at that occupancy (its first such window, pinned). Only a server that
+   served nobody over the window (or exports no /metrics) gets a short benchmark at the policy's levels,
+   judged against the release's own reference (pinned by `canary rebaseline`, else its promotion's
+   measurement, else the stored baseline of its unit, pinned at first use, else its first watch). Stored
+   in the ledger; a significant step down in the release's series of watches (change points,
    E-divisive means) also counts, so a small persistent loss is caught. → ok, degraded, or unclear
    (the judge could not decide within its trials: never read as ok, never acted on; an installed canary
    looks again after policy.canary.unclear_recheck_s).
@@ -149,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         runs.append(result)
     if args.json:
         print(json.dumps({"runs": [{"deployment": r.deployment, "verdict": r.verdict, "exit_code": r.code,
-                                    "release": r.watch.release.id if r.watch else None,
+                                    "release": live_after(r)[0],
+                                    "watched_release": r.watch.release.id if r.watch else None,
                                     "rollback": asdict(r.rollback) if r.rollback else None,
                                     "lines": r.lines, "detail": r.detail} for r in runs]}, indent=2))
     return most_serious([r.code for r in runs])
@@ -220,7 +226,8 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
         candidate = site.plan(canary.profile).candidate_hash if canary.profile else None
         back = None
         if report.health is Health.DEGRADED:
-            back = decide_rollback(canary.on_degraded, report.release, report.result is not None,
+            # A passive window is not comparable with a trial's sweep: only a synthetic watch is a rollback's baseline.
+            back = decide_rollback(canary.on_degraded, report.release, report.result is not None and report.mode != "passive",
                                    {r.id: r for r in ledger.history(site.name, limit=10_000)},
                                    rollback_trials(ledger, report.release), report.version,
                                    window=canary.window, now=datetime.now())
@@ -294,6 +301,8 @@ def _watch_lines(site: Site, report: WatchReport, out: Run) -> None:
     else:
         out.detail.append(head)
         out.detail += [f"  {reason}" for reason in report.reasons]
+    if report.mode_reason:
+        out.detail.append(f"  measured by {report.mode_reason}")
     out.detail.append(f"  compared with {report.reference_from}")
     if report.result is not None:
         rows = [f"  {line}" for line in table_lines(_rows(report))]
@@ -315,33 +324,62 @@ def _change_pct(level: LevelVerdict | None) -> float | None:
     return 100.0 * intervals[0].change if intervals else None
 
 
-def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
-    """Journal, metrics, webhook: each best-effort after the run, never changing its outcome."""
+def live_after(out: Run) -> tuple[int | None, str | None]:
+    """The live release (id, unit hash) once the run is over: the promoted candidate or the restored earlier
+    release when the run changed it, else the one it watched."""
+    if out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote is not None:
+        return out.promote.release_id, out.promote.plan.candidate_hash
     release = out.watch.release if out.watch else None
+    return (release.id, release.unit_hash) if release else (None, None)
+
+
+def _report(site: Site, out: Run, metrics_dir: Path | None) -> None:
+    """Webhook, journal, metrics: each best-effort after the run, never changing its outcome. A failed
+    webhook is said in the run's lines, recorded in the ledger (the textfile counts those) and the journal."""
+    watched = out.watch.release if out.watch else None
+    live, _ = live_after(out)
+    failed = _webhook(site, out, live)
+    if failed is not None and live is not None:
+        try:
+            with Ledger.open(site.state_dir) as ledger:
+                ledger.record(live, "canary", "note", WEBHOOK_FAILED, {"verdict": out.verdict, "problem": failed})
+        except DeployctlError as exc:
+            out.lines.append(f"{site.name}: the failed webhook is not in the ledger either: {exc.message}")
     summary = "; ".join(line.strip() for line in out.lines[:4]) or f"{site.name}: {out.verdict}"
-    journal_send.send(summary, priority="info" if out.code in QUIET else "warning",
+    journal_send.send(summary, priority="info" if out.code in QUIET and failed is None else "warning",
                       fields={"DEPLOYCTL_DEPLOYMENT": site.name, "DEPLOYCTL_VERDICT": out.verdict,
-                              "DEPLOYCTL_RELEASE": str(release.id) if release else "",
-                              "DEPLOYCTL_EXIT_CODE": str(out.code), **(out.rollback.journal_fields() if out.rollback else {})})
+                              "DEPLOYCTL_RELEASE": str(live) if live is not None else "",
+                              "DEPLOYCTL_WATCHED_RELEASE": str(watched.id) if watched else "",
+                              "DEPLOYCTL_EXIT_CODE": str(out.code),
+                              **({"DEPLOYCTL_WEBHOOK_FAILED": failed} if failed else {}),
+                              **(out.rollback.journal_fields() if out.rollback else {})})
     if metrics_dir is not None:
         try:
             textfile.write(metrics_dir, _metrics(site, out))
         except DeployctlError as exc:
             out.lines.append(f"{site.name}: {exc.message}")
+
+
+def _webhook(site: Site, out: Run, live: int | None) -> str | None:
+    """Call the policy's webhook on anything but ok and busy; why it failed, or None (sent, or none to send)."""
     hook = site.policy.canary.webhook
-    if hook is not None and out.code not in (ExitCode.OK, ExitCode.BUSY):
-        payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
-                   "verdict": out.verdict, "exit_code": out.code, "release": release.id if release else None,
-                   "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
-                   "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
-        try:
-            secret = webhook.read_secret(hook.secret_file)
-        except OSError as exc:
-            out.lines.append(f"{site.name}: webhook not sent: cannot read its secret file: {exc.strerror}")
-            return
+    if hook is None or out.code in (ExitCode.OK, ExitCode.BUSY):
+        return None
+    watched = out.watch.release if out.watch else None
+    payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
+               "verdict": out.verdict, "exit_code": out.code, "release": live,
+               "watched_release": watched.id if watched else None,
+               "host": site.host, "lines": out.lines, "rollback": asdict(out.rollback) if out.rollback else None,
+               "levels": [asdict(row) for row in _rows(out.watch)] if out.watch and out.watch.result else []}
+    try:
+        secret = webhook.read_secret(hook.secret_file)
+    except OSError as exc:
+        problem = f"webhook not sent: cannot read its secret file: {exc.strerror}"
+    else:
         problem = webhook.post(hook.url, payload, secret=secret, attempts=hook.attempts, timeout_s=hook.timeout_s)
-        if problem:
-            out.lines.append(f"{site.name}: {problem}")
+    if problem:
+        out.lines.append(f"{site.name}: {problem}")
+    return problem
 
 
 def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
@@ -357,11 +395,10 @@ def _metrics(site: Site, out: Run) -> textfile.CanaryMetrics:
             totals = ledger_totals(ledger, site.name)
     except DeployctlError:
         pass  # the run's own outcome is already recorded; the counters wait for the next run
-    changed = out.code in (ExitCode.CANARY_PROMOTED, ExitCode.CANARY_ROLLED_BACK) and out.promote
-    live = out.promote.release_id if changed and out.promote else (w.release.id if w else None)
+    live, unit_hash = live_after(out)
     return textfile.CanaryMetrics(
         deployment=site.name, outcome=out.verdict, finished_at=time.time(), live_release=live,
-        live_unit_hash=out.promote.plan.candidate_hash if changed and out.promote else (w.release.unit_hash if w else None),
+        live_unit_hash=unit_hash,
         tok_s=tok, change_pct=change,
         degradations=totals.degraded, unclear=totals.unclear, rollbacks=totals.rolled_back,
-        degraded_rollbacks=totals.restored)
+        degraded_rollbacks=totals.restored, webhook_failures=totals.webhook_failures)

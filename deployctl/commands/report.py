@@ -30,13 +30,17 @@ its numbers in a table under it. Nothing is fetched when it opens: mail it or sc
 rejected candidates marked. --format markdown prints the operators' table (baseline and candidate side
 by side, change and verdict) for a ticket or a chat.
 
-The judge's intervals are computed again from the stored trials under the deployment's judge policy in
-the inventory (the default policy when the inventory cannot be read; the report says which).
+The verdicts and intervals are the ones decided at the time, stored with the release, with the judge
+policy and the noise estimate then in force (a later change of the inventory's limit does not change what
+a release's report says). --recompute runs the judge again on the stored trials under today's inventory
+(the default policy when it cannot be read) and says so; a release recorded before verdicts were stored is
+recomputed that way too, and its report says "recomputed".
 
 examples:
   deployctl report 12                          # writes release-12.html
   deployctl report 12 -o /tmp/r12.html
   deployctl report 12 --format markdown
+  deployctl report 12 --recompute              # under today's inventory policy, marked RECOMPUTED
   deployctl report --history glm5 -o glm5-history.html
 """
 
@@ -49,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("html", "markdown"), default="html",
                         help="html (a file) or markdown (the operators' table on stdout)")
     parser.add_argument("-n", "--limit", type=int, default=50, help="with --history: how many releases (default 50)")
+    add_recompute_argument(parser)
+
+
+def add_recompute_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recompute", action="store_true",
+                        help="judge the stored trials again under today's inventory policy (marked RECOMPUTED) "
+                             "instead of showing the verdict stored with the release")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,13 +88,14 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         sys.stdout.write(comparison_markdown(story))
         return 0
-    html = release_page(story, release_changes(release, known_good, events), policy_note=said)
+    html = release_page(story, release_changes(release, known_good, events), policy_note=story.verdict_source or said)
     return _write(html, args.output or f"release-{release.id}.html", args.json)
 
 
 def load_story(args: argparse.Namespace, ledger: Ledger, release: Release) -> tuple[Story, Release | None, list[Event], str]:
     """A release's story from the ledger (with the baseline it reused, if so), its known-good release, its
-    events, and a line saying which judge policy the intervals were computed under."""
+    events, and a line saying which judge policy a recomputation would run under (``--recompute``, or a
+    release stored without its verdict)."""
     from deployctl.reporting.story import release_story
 
     benches = ledger.benches(release.id)
@@ -91,7 +103,9 @@ def load_story(args: argparse.Namespace, ledger: Ledger, release: Release) -> tu
     known_good = ledger.get(release.previous_id) if release.previous_id else None
     reused = _reused_baseline(ledger, release, known_good, benches)
     policy, said = _judge_policy(args, release)
-    return release_story(release, benches, events, reused_baseline=reused, policy=policy), known_good, events, said
+    story = release_story(release, benches, events, reused_baseline=reused, policy=policy, policy_said=said,
+                          recompute=bool(getattr(args, "recompute", False)))
+    return story, known_good, events, said
 
 
 def _reused_baseline(ledger: Ledger, release: Release, known_good: Release | None,
@@ -112,8 +126,8 @@ def _judge_policy(args: argparse.Namespace, release: Release) -> tuple[JudgePoli
         policy = deployment_policy(inv, release.deployment).judge
     except (DeployctlError, OSError, KeyError, ValueError) as exc:
         reason = getattr(exc, "message", None) or str(exc)
-        return JudgePolicy(), f"intervals under the default judge policy (the inventory {path} could not be used: {reason})"
-    return policy, f"intervals under the judge policy of {release.deployment} in {path}"
+        return JudgePolicy(), f"the default judge policy (the inventory {path} could not be used: {reason})"
+    return policy, f"today's judge policy of {release.deployment} in {path}"
 
 
 def _write(html: str, output: str, as_json: bool = False) -> int:

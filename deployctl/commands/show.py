@@ -8,20 +8,28 @@ import sys
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.commands._release_verbs import existing_state_dir
 from deployctl.commands.output import emit, emit_json
+from deployctl.commands.report import add_recompute_argument, load_story
 from deployctl.errors import InputError
+from deployctl.judge.outcome import LevelState
+from deployctl.promote.evidence import LevelRow
 from deployctl.promote.report import release_lines
+from deployctl.reporting.story import Story, mean_or_none, trial_values
 
 NAME = "show"
 HELP = "print one release: who, when, unit, startup facts, benchmark table, verdict and reasons"
 DESCRIPTION = """\
 Everything the ledger holds about RELEASE: who promoted what and when, the unit text (secrets redacted),
-the startup facts of baseline and candidate, the benchmark table, the verdict and its reasons, the result.
+the startup facts of baseline and candidate, the benchmark table with every level's verdict, the verdict
+and its reasons, the result. The verdicts are the ones decided at the time, stored with the release with
+the judge policy and noise estimate then in force; --recompute judges the stored trials again under today's
+inventory and says so (as it does, marked "recomputed", for a release stored without its verdict).
 --json adds every step (intent before outcome) and the raw benchmark samples.
 
 examples:
   deployctl show 12
   deployctl show 12 --json | jq '.benchmarks[0].result.levels'
   deployctl show 12 --format markdown    # the table to paste into a ticket
+  deployctl show 12 --recompute          # the verdicts under today's inventory policy
 """
 
 
@@ -29,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", metavar="RELEASE", type=int, help="a release id from `deployctl history`")
     parser.add_argument("--format", choices=("text", "markdown"), default="text",
                         help="markdown: the operators' table, baseline and candidate side by side (GitHub-flavoured)")
+    add_recompute_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,18 +46,36 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"no release {args.release}: there is no ledger in {directory} yet",
                          hint="`deployctl history` lists the releases recorded")
     with Ledger.open(directory) as ledger:
+        release = ledger.get(args.release)
+        story, *_ = load_story(args, ledger, release)
         if args.format == "markdown":
-            from deployctl.commands.report import load_story
             from deployctl.reporting.markdown import comparison_markdown
 
-            story, *_ = load_story(args, ledger, ledger.get(args.release))
             sys.stdout.write(comparison_markdown(story))
             return 0
-        release = ledger.get(args.release)
         benches = ledger.benches(release.id)
         events = ledger.events(release.id)
     if args.json:
-        emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [b.to_dict() for b in benches]})
+        emit_json({**release.to_dict(), "events": [vars(e) for e in events], "benchmarks": [b.to_dict() for b in benches],
+                   "decided": story.decided.to_detail() if story.decided else None,
+                   "verdict_source": story.verdict_source})
     else:
-        emit(release_lines(release, benches, events))
+        emit(release_lines(release, benches, events, judged=level_rows(story), verdict_note=story.verdict_source))
     return 0
+
+
+def level_rows(story: Story) -> list[LevelRow]:
+    """The table's rows with every level's verdict as the story has it (stored, or recomputed)."""
+    base, cand = story.run("baseline"), story.run("candidate")
+    if cand is None:
+        return []
+    rows = []
+    for iv in story.intervals:
+        b = mean_or_none(trial_values(base.result.level(iv.concurrency).trials)) \
+            if base and base.result.level(iv.concurrency) else None
+        level = cand.result.level(iv.concurrency)
+        k = mean_or_none(trial_values(level.trials)) if level else None
+        change = 100 * iv.interval.change if iv.interval else ((k - b) / b * 100 if b and k is not None else None)
+        state = LevelState(iv.state) if iv.state in LevelState.__members__ else None
+        rows.append(LevelRow(iv.concurrency, b, k, change, state))
+    return rows

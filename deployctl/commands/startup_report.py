@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
-from deployctl.errors import InputError
+from deployctl.errors import ExitCode, InputError
 from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
 from deployctl.startup.text import render_report
@@ -27,7 +27,8 @@ context length, free memory; CUDA-graph and piecewise-graph state; untuned MoE k
 deprecated flags; the SGLang version (one release, a range, or unknown, with the cues). A tail-only
 paste or a log cut short is read too; a file that is not an SGLang log is refused (exit 2). The log
 may hold \\r progress meters, ANSI colours, journald prefixes or millisecond timestamps. JSON keys
-are stable (docs/startup.md).
+are stable (docs/startup.md). Exit 0 when the log is ready or still starting, 6 when it failed (the
+report is printed either way), so `deployctl startup-report log && …` stops on a failed start.
 
 examples:
   deployctl startup-report /var/log/sglang/start.log
@@ -142,4 +143,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(redact(report.to_dict()), indent=2))
     else:
         print(render_report(report, verbose=getattr(args, "verbose", 0) > 0))
-    return 0
+    return ExitCode.FAILED if report.outcome == "failed" else ExitCode.OK

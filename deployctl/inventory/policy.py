@@ -146,6 +146,9 @@ class CanaryPolicy(_Strict):
     # An unclear watch (the judge could not decide) arms a one-shot timer that runs the installed canary
     # again this much later, instead of waiting for the next scheduled run.
     unclear_recheck_s: float = Field(default=900.0, ge=60)
+    # The passive watch reads the server's /metrics over this window (judge.max_trials sub-windows); only a
+    # server that served nobody over it gets the synthetic sweep.
+    passive_window_s: float = Field(default=60.0, ge=2)
     webhook: WebhookPolicy | None = None
 
 

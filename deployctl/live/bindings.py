@@ -16,6 +16,7 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
+from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.live.measure import LiveBench
 from deployctl.live.output_gate import LiveOutputs
@@ -163,13 +164,21 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows)
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows,
+                           verdict.to_dict())
 
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Outcome | None = None) -> DriftResult:
+        """The restored baseline against the one before; drifted, and with a ``judged`` PASS or FAIL of
+        ``candidate`` to weigh, the A-B-A reading says whether that verdict stands (``deployctl.judge.aba``)."""
+        from deployctl.judge.aba import aba_check
         from deployctl.judge.verdict import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
-        return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL):
+            return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+        aba = aba_check(candidate, verify, judged, self.policy.judge)
+        return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)
 
 
 def _mean(result: BenchResult, c: int) -> float | None:

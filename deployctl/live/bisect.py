@@ -68,6 +68,8 @@ class BisectOutcome:
     survivor_yaml: str | None = None
     blamed_before: tuple[int, ...] = ()  # blamed by the candidate's own startup facts, no trial needed
     blamed_so_far: tuple[Culprit, ...] = ()  # when the search stopped early: what it had blamed by then
+    # subsets no trial decided (inconclusive after every re-measurement, or when the budget ran out)
+    undecided: tuple[frozenset[int], ...] = ()
     wall_s: float = 0.0
 
     @property
@@ -93,6 +95,8 @@ def observe(outcome: PromoteOutcome, changes: tuple[Change, ...], subset: frozen
     rejected on its facts — which of the subset's changes the startup catalogue links to them."""
     ev, state = outcome.evidence, outcome.state
     passed = state.result in _PASSED
+    if state.result is m.Result.INCONCLUSIVE:  # neither passed nor failed: the search measures it again
+        return Observation(False, ev.candidate is not None, summary=_summary(state, ev), inconclusive=True)
     benchmarked = ev.candidate is not None
     facts: frozenset[str] = frozenset()
     blamed: frozenset[int] = frozenset()
@@ -209,9 +213,15 @@ class Bisector:
             out.blamed_so_far = tuple(search.culprits)
             return
         finding = out.finding
-        if finding is None:  # stopped by the budget: what was blamed so far
+        if finding is None:  # stopped by the budget: what was blamed so far, what was left undecided
             out.exit_code = m.Result.INCONCLUSIVE.exit_code
             out.blamed_so_far = tuple(search.culprits)
+            last = out.steps[-1].observation if out.steps else None
+            out.undecided = (out.steps[-1].trial.subset,) if last is not None and last.inconclusive else ()
+            return
+        if finding.undecided:  # could not decide: nothing more is blamed, nothing is promoted
+            out.exit_code = m.Result.INCONCLUSIVE.exit_code
+            out.undecided = finding.undecided
             return
         if finding.candidate_passed:
             out.exit_code = 0

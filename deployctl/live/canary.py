@@ -1,19 +1,26 @@
-"""The canary's watch of the live release, wired: health, a short sweep judged against the release's
-own measurement, the watch stored in the ledger, and the change points of the release's watch series.
+"""The canary's watch of the live release, wired: health; the server's own /metrics over a window while it
+serves users (``deployctl.judge.passive``), else — idle, or no /metrics — a short sweep; judged against the
+release's own reference taken the same way, the watch stored in the ledger, and the change points of the
+release's watch series.
 
-Every watch is a ``watch`` benchmark row of the live release plus a ``canary`` event with its verdict,
-so ``deployctl show`` and the next watch both read the same time series from the ledger.
+Every watch is a benchmark row of the live release (``watch``, or ``passive-watch``) plus a ``canary``
+event with its verdict, so ``deployctl show`` and the next watch both read the same time series from the
+ledger. A release's reference is fixed once chosen (a ``reference`` / ``passive-reference`` row): a
+later promote attempt's baseline of the same unit never moves it.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
+from deployctl.judge import passive
 from deployctl.judge.verdict import judge
 from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
+from deployctl.live.passive_watch import scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged, version_identity
@@ -21,7 +28,11 @@ from deployctl.promote.evidence import bench_key, version_key
 from deployctl.promote.records import Release
 from deployctl.startup.report import StartupReport
 
-WATCH = "watch"
+WATCH = "watch"  # a synthetic watch (a sweep of ours): a benchmark row of the live release
+PASSIVE_WATCH = "passive-watch"  # a watch read from the server's own /metrics under its users' load
+REFERENCE = "reference"  # a pinned synthetic reference of the release (its first use, or `canary rebaseline`)
+PASSIVE_REFERENCE = "passive-reference"  # a pinned passive reference, one per occupancy level
+WEBHOOK_FAILED = "webhook-failed"  # a canary run's webhook call that failed (on the live release after the run)
 TRIED = "tried"  # the canary's note on a release it started: the version identity it decided on
 ROLLBACK_KIND = "canary-rollback"  # a degraded live release's trial of the release before it
 JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_failed")
@@ -37,6 +48,8 @@ class WatchReport:
     result: BenchResult | None
     reference: BenchResult | None
     reference_from: str  # where the reference measurement came from, in words
+    mode: str = ""  # "passive" (the server's /metrics) or "synthetic" (a sweep of ours)
+    mode_reason: str = ""  # why that mode, in words
 
     @property
     def health(self) -> Health:
@@ -50,7 +63,8 @@ class WatchReport:
 
 
 async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
-    policy = site.policy
+    """Passive first: the server's own /metrics over the policy's window while it serves users; a synthetic
+    sweep only when it served nobody over that window (or exports no /metrics)."""
     report = await adapters.startup.live_report(site.unit)
     version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
@@ -58,6 +72,61 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
         return WatchReport(live, version, version_identity(version_key(None, report)), False, None, None, None, "")
     facts = await adapters.host.server_facts(site.url)
     identity = version_identity(version_key(facts.sglang_version, report))
+    scrapes, why = await _window(site)
+    if scrapes and not passive.idle(scrapes):
+        return _passive(ledger, site, live, version, identity, scrapes)
+    return await _synthetic(ledger, site, adapters, live, version, identity, why)
+
+
+async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
+    """The passive window's scrapes (none when the server exports no usable /metrics), and why a sweep of ours
+    would be the way to measure it, in words."""
+    canary, api_key = site.policy.canary, site.api_key()
+    first = await scrape_once(site.url, api_key)
+    lacking = passive.exports_what_a_watch_needs(first) if first is not None else \
+        "it serves no /metrics: start SGLang with --enable-metrics to watch it from its users' traffic"
+    if lacking:
+        return [], f"synthetic sweep: {lacking}"
+    scrapes = await scrape_window(site.url, api_key, canary.passive_window_s, site.policy.judge.max_trials)
+    return scrapes, f"synthetic sweep: the server served nobody over {canary.passive_window_s:g} s"
+
+
+def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, identity: str,
+             scrapes: list[passive.Scrape]) -> WatchReport:
+    policy = site.policy
+    result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
+    level = result.levels[0].concurrency if result.levels else 0
+    mode_reason = f"passive: the server's /metrics over {policy.canary.passive_window_s:g} s of its users' load " \
+                  f"(about {passive.occupancy(scrapes):.1f} running requests), no request of ours"
+    pinned = [b for b in ledger.benches(live.id) if b.role == PASSIVE_REFERENCE
+              and any(lv["concurrency"] == level for lv in b.result.get("levels", []))]
+    key = dict(unit_hash=live.unit_hash, bench_key=bench_key(policy), host=site.host, sglang_version=version)
+    comparable = sum(1 for lv in result.levels for t in lv.trials if t.valid)
+    if pinned:
+        reference, reference_from = BenchResult.from_dict(pinned[-1].result), \
+            f"its passive reference at {level} running requests (release {live.id})"
+    elif comparable >= policy.judge.min_trials:
+        ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        reference, reference_from = None, f"none yet at {level} running requests: this window is its reference"
+    else:
+        reference, reference_from = None, f"none yet at {level} running requests, and too little of this window " \
+                                          "was comparable (users queued, or nothing generated) to be one"
+    series: dict[int, list[float]] = {}
+    watches = [BenchResult.from_dict(b.result) for b in ledger.benches(live.id) if b.role == PASSIVE_WATCH]
+    for stored in [*watches, result]:
+        for c, v in level_means(stored, policy.judge.metric).items():
+            if c == level:
+                series.setdefault(c, []).append(v)
+    verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
+    ledger.save_bench(live.id, PASSIVE_WATCH, result, **key)
+    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
+                                                     "mode": "passive", "mode_reason": mode_reason})
+    return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "passive", mode_reason)
+
+
+async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Release, version: str | None,
+                     identity: str, mode_reason: str) -> WatchReport:
+    policy = site.policy
     reference, reference_from = _reference(ledger, site, live, version)
     levels = policy.canary.levels
     if reference is not None and levels:
@@ -79,20 +148,30 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                       host=site.host, sglang_version=version)
-    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity})
-    return WatchReport(live, version, identity, True, verdict, result, reference, reference_from)
+    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
+                                                     "mode": "synthetic", "mode_reason": mode_reason})
+    return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
+                       mode_reason)
 
 
 def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
-    """The release's measurement at promotion, else the newest stored baseline of its unit, else its first watch."""
+    """The release's own reference, fixed once chosen: the newest pinned one (``canary rebaseline``), else its
+    measurement at promotion, else — pinned now, so no later promote attempt moves it — the newest stored
+    baseline of its unit, else its first watch."""
     benches = ledger.benches(live.id)
+    pinned = [b for b in benches if b.role == REFERENCE]
+    if pinned:
+        return BenchResult.from_dict(pinned[-1].result), f"its pinned reference (release {live.id})"
     kept = [b for b in benches if b.role == "candidate"]
     if kept:
         return BenchResult.from_dict(kept[-1].result), f"its promotion (release {live.id})"
     stored = ledger.fresh_baseline(unit_hash=live.unit_hash, bench_key=bench_key(site.policy), host=site.host,
                                    sglang_version=version, max_age_s=float("inf"))
     if stored is not None:
-        return BenchResult.from_dict(stored.result), f"the baseline measured for release {stored.release_id}"
+        said = f"the baseline measured for release {stored.release_id} (pinned as its reference)"
+        ledger.save_bench(live.id, REFERENCE, BenchResult.from_dict(stored.result), unit_hash=live.unit_hash,
+                          bench_key=bench_key(site.policy), host=site.host, sglang_version=version)
+        return BenchResult.from_dict(stored.result), said
     watches = [b for b in benches if b.role == WATCH]
     if watches:
         return BenchResult.from_dict(watches[0].result), "its first watch"
@@ -142,12 +221,15 @@ class CanaryTotals:
     unclear: int = 0  # watches that could not decide
     rolled_back: int = 0  # candidates rolled back (rejected or inconclusive)
     restored: int = 0  # degraded releases the canary rolled back
+    webhook_failures: int = 0  # webhook calls that failed
 
 
 def ledger_totals(ledger: Ledger, deployment: str) -> CanaryTotals:
     releases = ledger.history(deployment, limit=10_000)
-    healths = [e.detail.get("health") for r in releases for e in ledger.events(r.id) if e.name == WATCH]
+    events = [e for r in releases for e in ledger.events(r.id)]
+    healths = [e.detail.get("health") for e in events if e.name == WATCH]
     return CanaryTotals(
+        webhook_failures=sum(1 for e in events if e.name == WEBHOOK_FAILED),
         degraded=healths.count(Health.DEGRADED.value), unclear=healths.count(Health.UNCLEAR.value),
         rolled_back=sum(1 for r in releases if r.kind == "promote" and r.result in ("rejected", "inconclusive")),
         restored=sum(1 for r in releases if r.kind == ROLLBACK_KIND and r.result == "kept"))

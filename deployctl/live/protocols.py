@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
+from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
@@ -48,7 +49,8 @@ class Judge(Protocol):
     def judge(
         self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
     ) -> JudgeResult: ...
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult: ...
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Verdict | None = None) -> DriftResult: ...
 
 
 class Preflight(Protocol):

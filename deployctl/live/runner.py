@@ -41,8 +41,10 @@ from deployctl.judge.reuse import (
 from deployctl.judge.stats import NoiseEstimate
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
+from deployctl.promote.decided import VERDICT_EVENT, Decided
 from deployctl.promote.evidence import (
     Evidence,
+    JudgeResult,
     Plan,
     PromoteOutcome,
     StartOutcome,
@@ -352,8 +354,14 @@ class Runner:
 
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
         assert self.evidence.baseline is not None and self.evidence.candidate is not None
-        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, self._learned_noise())
+        noise = self._learned_noise()
+        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, noise)
         self.evidence.judge = verdict
+        # What was decided and under what, for the reports to show as it was (not recomputed under a policy
+        # or a noise estimate of a later day): the last of these notes is the verdict the promote acted on.
+        stored = Decided(verdict.outcome.value, self.plan.policy.judge.model_dump(mode="json"),
+                         {str(c): n.to_dict() for c, n in noise.items()}, verdict.record or _rows_record(verdict))
+        self.ledger.record(self.release_id, m.Phase.JUDGE.value, "note", VERDICT_EVENT, stored.to_detail())
         return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
 
     async def _do_CheckOutputs(self, action: m.CheckOutputs) -> m.Outcome:
@@ -446,9 +454,12 @@ class Runner:
             return m.Verified(False, reasons=(f"verification benchmark: {problem}",))
         if self.evidence.baseline is None:
             return m.Verified(True, reasons=("verified: healthy and serving (no earlier baseline to compare)",))
-        drift = self.a.judge.drift(self.evidence.baseline, result)
+        judged = self.evidence.judge.outcome if self.evidence.judge and not self.evidence.gate_failures else None
+        drift = self.a.judge.drift(self.evidence.baseline, result, self.evidence.candidate, judged)
         self.evidence.drift = drift
-        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons)
+        # A drift of throughput never explains changed answers: an output-gate rejection stands.
+        wrong = self.evidence.output is not None and self.evidence.output.outcome is not Verdict.PASS
+        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt and not wrong)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -502,6 +513,12 @@ def _unusable(result: BenchResult) -> str | None:
         top = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
         return f"all {failed} requests failed" + (f": {top}" if top else "")
     return None
+
+
+def _rows_record(verdict: JudgeResult) -> dict[str, Any]:
+    """A verdict's record from its rows, for a judge that gives no serialised form of its own."""
+    return {"outcome": verdict.outcome.value, "reasons": list(verdict.reasons),
+            "levels": [{"concurrency": r.concurrency, "state": r.verdict_text, "reason": r.reason} for r in verdict.levels]}
 
 
 def _detail(outcome: m.Outcome) -> dict[str, Any]:

@@ -19,6 +19,10 @@ What cuts the search, in order:
    again with it fixed, until the group fails on its own. A group of more than one is an interaction.
 Then the survivors (candidate minus every culprit) are promoted (``Trial.final``); if they fail, the
 search goes on among them.
+
+An INCONCLUSIVE trial is neither: the search never counts it as failed (that blamed harmless changes) nor
+as passed. It tries the same subset again, up to ``remeasure`` times; still undecided, the search stops
+with ``Finding.undecided`` naming the subset ("could not decide"), blaming nothing more.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ class Trial:
 
 @dataclass(frozen=True)
 class Observation:
-    passed: bool
+    passed: bool  # False for a failed trial and for an inconclusive one: read ``inconclusive`` first
     benchmarked: bool = True  # False: decided by the startup (gate or crash) without a benchmark
     # a startup-gate failure: the failed facts, and the changes of the subset the catalogue links to them
     startup_facts: frozenset[str] = frozenset()
     startup_blamed: Subset = frozenset()
     summary: str = ""
+    inconclusive: bool = False  # the judge could not decide: neither passed nor failed
+
+    @property
+    def word(self) -> str:
+        return "inconclusive" if self.inconclusive else "passes" if self.passed else "fails"
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ class Finding:
     survivors: Subset
     survivors_passed: bool | None  # the final promote's answer; None when it was not run
     candidate_passed: bool = False  # the candidate itself passed: nothing to explain
+    undecided: tuple[Subset, ...] = ()  # still inconclusive after every re-measurement: the search stopped
 
 
 @dataclass
@@ -72,6 +82,7 @@ class Search:
     n: int
     candidate: Observation | None = None  # the candidate's rejection, when already known (promote --bisect)
     likely_harmless: Subset = frozenset()  # pre-flight says these are no-ops here
+    remeasure: int = 2  # trials again of a subset found inconclusive, before the search gives up on it
     culprits: list[Culprit] = field(default_factory=list)
     tried: list[tuple[Trial, Observation]] = field(default_factory=list)
     _known: dict[Subset, Observation] = field(default_factory=dict)
@@ -79,10 +90,16 @@ class Search:
     def __post_init__(self) -> None:
         self.order = sorted(range(self.n), key=lambda i: (i not in self.likely_harmless, i))
         self._known[frozenset()] = Observation(True, benchmarked=False, summary="the live profile (the baseline)")
-        if self.candidate is not None:
+        if self.candidate is not None and not self.candidate.inconclusive:  # an undecided one is measured again
             self._known[frozenset(range(self.n))] = self.candidate
 
     def run(self) -> Generator[Trial, Observation, Finding]:
+        try:
+            return (yield from self._search())
+        except _Undecided as undecided:
+            return Finding(tuple(self.culprits), frozenset(), None, undecided=(undecided.subset,))
+
+    def _search(self) -> Generator[Trial, Observation, Finding]:
         remaining: Subset = frozenset(range(self.n))
         provisional: Culprit | None = None
         trust_startup = True
@@ -156,13 +173,29 @@ class Search:
 
     def _try(self, test: Trial) -> Generator[Trial, Observation, Observation]:
         obs = yield test
-        self._known[test.subset] = obs
         self.tried.append((test, obs))
+        for again in range(1, self.remeasure + 1):
+            if not obs.inconclusive:
+                break
+            retry = Trial(test.subset, f"re-measure ({again} of {self.remeasure}): {test.purpose}", final=test.final)
+            obs = yield retry
+            self.tried.append((retry, obs))
+        if obs.inconclusive:
+            raise _Undecided(test.subset)
+        self._known[test.subset] = obs
         return obs
 
     @staticmethod
     def _names(subset: Iterable[int]) -> str:
         return "{" + ", ".join(f"#{i + 1}" for i in sorted(subset)) + "}"
+
+
+class _Undecided(Exception):
+    """A subset stayed inconclusive after every re-measurement: the search cannot go on without guessing."""
+
+    def __init__(self, subset: Subset) -> None:
+        super().__init__(subset)
+        self.subset = subset
 
 
 def worst_case_trials(n: int) -> int:

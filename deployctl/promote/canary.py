@@ -103,7 +103,8 @@ def decide_rollback(on_degraded: str, live: Release, measured: bool, releases: M
     if on_degraded != "rollback":
         return RollbackDecision(False, "alert only (policy.canary.on_degraded: alert)")
     if not measured:
-        return RollbackDecision(False, "the live server gave no measurement to compare an earlier release with: "
+        return RollbackDecision(False, "no synthetic measurement of the live server to compare an earlier release "
+                                       "with (it did not answer, or it was watched passively under its users): "
                                        "alert only")
     target = earlier_release(live, releases)
     if target is None:

@@ -99,6 +99,7 @@ class JudgeResult:
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
+    record: Mapping[str, Any] = field(default_factory=dict)  # the judge's serialised verdict, stored as is
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ class GateResult:
 class DriftResult:
     drifted: bool
     reasons: tuple[str, ...] = ()
+    # The drift may explain the judged verdict (the A-B-A reading, ``deployctl.judge.aba``): the promote is
+    # then inconclusive, neither rejected nor passed on it.
+    in_doubt: bool = False
 
 
 @dataclass(frozen=True)

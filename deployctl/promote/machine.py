@@ -284,6 +284,13 @@ def _verify(state: State, outcome: Outcome) -> State:
             result=Result.ROLLBACK_FAILED,
             reasons=state.reasons + outcome.reasons + ("the restored known-good unit failed its verification",),
         )
+    if outcome.drift and outcome.in_doubt and state.result in (Result.REJECTED, Result.PASSED):
+        # The environment moved and the A-B-A reading cannot pin the verdict on the candidate: neither
+        # rejected nor passed on it. The known-good unit runs either way.
+        return replace(state, phase=Phase.DONE, drift=True, result=Result.INCONCLUSIVE,
+                       reasons=state.reasons + outcome.reasons + (
+                           f"inconclusive, not {state.result.value}: the environment drifted during the promote; "
+                           "run it again when the host is steady",))
     return replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
 
 

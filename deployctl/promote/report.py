@@ -269,7 +269,10 @@ def live_release_line(release: Release | None, installed_hash: str | None = None
     return line
 
 
-def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = ()) -> list[str]:
+def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = (), *,
+                  judged: Sequence[LevelRow] = (), verdict_note: str = "") -> list[str]:
+    """``show``'s text; ``judged``: the table's rows with each level's verdict (stored, or recomputed as
+    ``verdict_note`` says), else plain means."""
     r = release
     lines = [
         f"release {r.id}: {r.kind} of {r.profile or '(installed unit)'} on {r.deployment}" + ("  [live]" if r.live else ""),
@@ -291,7 +294,8 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
     for b in benches:
         by_role[b.role] = b.bench
     if "candidate" in by_role:
-        lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"])), ""]
+        lines += ["", *table_lines(level_rows(by_role.get("baseline"), by_role["candidate"], judged))]
+        lines += [f"  ({verdict_note})" if verdict_note else "", *([""] if verdict_note else [])]
         lines += telemetry_lines(by_role.get("baseline"), by_role["candidate"])
     if events:
         lines.append("  steps (intent before each side effect, then its outcome):")

@@ -134,6 +134,7 @@ class Verified:
     ok: bool
     drift: bool = False
     reasons: tuple[str, ...] = ()
+    in_doubt: bool = False  # the drift may explain the judged verdict (A-B-A): the result is inconclusive
 
 
 @dataclass(frozen=True)

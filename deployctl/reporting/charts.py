@@ -23,6 +23,9 @@ CATEGORICAL = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
 MARKERS = {"baseline": "o", "candidate": "^", "verify": "s", "this run": "o"}
 LINES = {"baseline": "-", "candidate": "--", "verify": ":", "this run": "-"}
 FAIL_COLOUR, PASS_COLOUR, LIMIT_COLOUR = "#D55E00", "#009E73", "#555555"
+# The smallest text of a chart, in points: 8.5 pt is 11.3 CSS px at the chart's own size, which is how a
+# phone shows it (the page lets a chart scroll in its box there rather than shrink it; see page.html.j2).
+SMALL = 8.5
 
 _STYLE = {
     "svg.fonttype": "none",  # text as <text>, not glyph outlines

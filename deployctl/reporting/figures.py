@@ -9,7 +9,8 @@ from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.bench.telemetry import Sample, samples_from_dicts
 from deployctl.judge.verdict import METRICS
 from deployctl.reporting.charts import (
-    FAIL_COLOUR, LIMIT_COLOUR, PASS_COLOUR, Chart, Table, colour, concurrency_axis, fmt, line, log_axis, marker, render,
+    FAIL_COLOUR, LIMIT_COLOUR, PASS_COLOUR, SMALL, Chart, Table, colour, concurrency_axis, fmt, line, log_axis, marker,
+    render,
 )
 from deployctl.reporting.story import Run, Story, mean_or_none, per_request_tok_s, trial_values
 
@@ -50,7 +51,7 @@ def throughput(story: Story, note: str = "") -> Chart:
         concurrency_axis(ax, levels)
         ax.set_ylabel("output tok/s (aggregate)")
         ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
-        ax.legend(fontsize=7, frameon=False, loc="upper left")
+        ax.legend(fontsize=SMALL, frameon=False, loc="upper left")
         if intervals:
             ax2 = axes[1]
             for c, iv in sorted(intervals.items()):
@@ -61,15 +62,15 @@ def throughput(story: Story, note: str = "") -> Chart:
                                         fmt="D", color=col, capsize=4, markersize=5)
                     bars.lines[0].set_gid(f"interval-C{c}")
                 ax2.text(c, 1.0, iv.state, transform=ax2.get_xaxis_transform(), ha="center", va="bottom",
-                         fontsize=7, color=col, fontweight="bold")
+                         fontsize=SMALL, color=col, fontweight="bold")
             limits = {iv.limit_pct for iv in intervals.values()}
             for lim in limits:
                 ax2.axhline(-lim, color=LIMIT_COLOUR, linestyle="--", linewidth=1, label=f"limit −{lim:g} %")
             ax2.axhline(0, color="#000000", linewidth=0.6)
             concurrency_axis(ax2, sorted(intervals))
             conf = f"{story.judge_confidence:.0%} " if story.judge_confidence else ""
-            ax2.set_ylabel(f"{METRICS[story.judge_metric].label}: candidate vs baseline, % ({conf}interval)", fontsize=8)
-            ax2.legend(fontsize=7, frameon=False, loc="lower left")
+            ax2.set_ylabel(f"{METRICS[story.judge_metric].label}: candidate vs baseline, % ({conf}interval)", fontsize=SMALL)
+            ax2.legend(fontsize=SMALL, frameon=False, loc="lower left")
 
     header = ["C"]
     for run in runs:
@@ -118,7 +119,7 @@ def latency(story: Story) -> Chart:
             log_axis(ax)
             ax.set_ylabel(f"{label} (ms, log scale)")
             ax.set_title(label, fontsize=9)
-        axes[0].legend(fontsize=6, frameon=False, ncols=len(runs))
+        axes[0].legend(fontsize=SMALL, frameon=False, ncols=len(runs))
 
     header = ("C", "run", "TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p90", "ITL p99")
     rows = tuple(
@@ -154,7 +155,7 @@ def per_request(story: Story) -> Chart:
         ax.set_xlabel("concurrency (C)")
         ax.set_ylabel("per-request tok/s (decode)")
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, frameon=False)
+        ax.legend(fontsize=SMALL, frameon=False)
 
     rows = []
     for c in levels:
@@ -217,11 +218,11 @@ def telemetry(story: Story) -> Chart:
                 if limit:
                     ax.plot(*zip(*limit), color=LIMIT_COLOUR, linestyle=(0, (4, 2)), linewidth=0.9,
                             label=f"{run.role} power limit" if n == 0 or len(drawn) > 1 else None)
-            ax.set_ylabel(label, fontsize=8)
+            ax.set_ylabel(label, fontsize=SMALL)
             ax.set_ylim(bottom=0)
             if key == "sm_util_pct":
                 ax.set_ylim(0, 105)
-        axes[0].legend(fontsize=7, frameon=False, ncols=3)
+        axes[0].legend(fontsize=SMALL, frameon=False, ncols=3)
         axes[-1].set_xlabel("seconds since the run's first sample")
 
     def summary(run: Run, key: str) -> str:
@@ -243,7 +244,7 @@ def timeline(story: Story) -> Chart:
         for k, p in enumerate(phases):
             ax.broken_barh([(p.start_s, max(p.seconds, 0.01))], (k - 0.35, 0.7), color=colour("x", k), gid=f"phase-{p.phase}")
             ax.annotate(f"{p.seconds:.1f} s", (p.end_s, k), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=7)
+                        va="center", fontsize=SMALL)
         ax.set_yticks(range(len(phases)))
         ax.set_yticklabels([p.phase for p in phases])
         ax.invert_yaxis()

@@ -1,4 +1,6 @@
-"""Live throughput per level across a deployment's releases, rejected candidates marked."""
+"""Live throughput per level across a deployment's releases: rejected candidates marked as rejected (and
+only those: a bisect trial that passed or an inconclusive promote is a candidate tried, not rejected), the
+release live now marked, and every trial the judge set aside listed with why."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.promote.records import Release
-from deployctl.reporting.charts import FAIL_COLOUR, Chart, Table, colour, fmt, render
+from deployctl.reporting.charts import FAIL_COLOUR, SMALL, Chart, Table, colour, fmt, render
 from deployctl.reporting.page import Page, render_page
 from deployctl.reporting.story import mean_or_none, trial_values
 
@@ -26,6 +28,14 @@ def _live_after(item: ReleaseRuns) -> BenchResult | None:
     return item.runs.get("baseline") or item.runs.get("verify")
 
 
+def _set_aside(item: ReleaseRuns) -> str:
+    """The release's invalid trials and why they were set aside (the judge never counts them)."""
+    said = [f"{role} C={t.concurrency} #{t.trial}: {t.invalid_reason}"
+            for role in ("baseline", "candidate", "verify") if (run := item.runs.get(role))
+            for lv in run.levels for t in lv.trials if not t.valid]
+    return "; ".join(said) or "—"
+
+
 def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
     items = sorted((i for i in items if i.runs), key=lambda i: i.release.id)
     levels = sorted({lv.concurrency for i in items for r in i.runs.values() for lv in r.levels})
@@ -41,28 +51,40 @@ def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
             pts = [(x, v) for x, i in zip(xs, items) if (v := level_mean(_live_after(i), c)) is not None]
             if pts:
                 ax.plot(*zip(*pts), "-o", color=colour("level", n), markersize=4, label=f"C={c} live", gid=f"live-C{c}")
-            rejected = [(i.release.id, v) for i in items if i.release.result != "kept"
+            rejected = [(i.release.id, v) for i in items if i.release.result == "rejected"
                         and (v := level_mean(i.runs.get("candidate"), c)) is not None]
             if rejected:
                 ax.scatter(*zip(*rejected), marker="X", s=55, color=colour("level", n), edgecolors=FAIL_COLOUR,
                            linewidths=0.8, zorder=3, gid=f"rejected-C{c}", label=f"C={c} rejected candidate")
+            # Tried and rolled back without a rejection: a bisect trial that passed, an inconclusive promote.
+            tried = [(i.release.id, v) for i in items if i.release.result not in ("kept", "rejected")
+                     and (v := level_mean(i.runs.get("candidate"), c)) is not None]
+            if tried:
+                ax.plot(*zip(*tried), "o", markersize=6, markerfacecolor="none", color=colour("level", n),
+                        markeredgewidth=0.8, zorder=3, gid=f"tried-C{c}",
+                        label=f"C={c} candidate tried, not kept (not rejected)")
+        live_now = [i.release.id for i in items if i.release.live]
+        for x in live_now:
+            ax.axvline(x, color="#888888", linestyle=":", linewidth=1, gid="live-now", label=f"live now: release {x}")
         ax.set_xticks(xs)
         ax.set_xticklabels([str(x) for x in xs])
         ax.set_xlabel("release")
         ax.set_ylabel("output tok/s (mean of trials)")
         ax.set_ylim(0, ax.get_ylim()[1] * 1.2)  # room for the legend above the highest point
-        ax.legend(fontsize=7, frameon=False, ncols=4, loc="upper left")
+        ax.legend(fontsize=SMALL, frameon=False, ncols=4, loc="upper left")
 
     header = ("release", "kind", "profile", "result", *(f"C={c} live" for c in levels),
-              *(f"C={c} candidate" for c in levels))
+              *(f"C={c} candidate" for c in levels), "live now", "trials set aside")
     rows = tuple(
         (str(i.release.id), i.release.kind, i.release.profile or "—", i.release.result or "unfinished",
          *(fmt(level_mean(_live_after(i), c)) for c in levels),
-         *(fmt(level_mean(i.runs.get("candidate"), c)) for c in levels))
+         *(fmt(level_mean(i.runs.get("candidate"), c)) for c in levels),
+         "live now" if i.release.live else "—", _set_aside(i))
         for i in items
     )
     note = "" if items else "no release of this deployment has a benchmark in the ledger"
-    return Chart("history", "Live throughput per level across releases (× = a rejected candidate)",
+    return Chart("history", "Live throughput per level across releases (× = a rejected candidate, ○ = a candidate "
+                 "tried and rolled back without a rejection, dotted = live now)",
                  render(9, 3.6, draw) if items else "", Table(header, rows), note)
 
 

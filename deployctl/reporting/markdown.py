@@ -68,6 +68,8 @@ def comparison_markdown(story: Story) -> str:
     if r is not None:
         lines = [f"**Release {r.id}** {r.kind} of `{r.profile or 'installed unit'}` on `{r.deployment}`: "
                  f"**{(r.result or 'unfinished').upper()}**" + (f" — {r.reasons[0]}" if r.reasons else ""), "", *lines]
+    if story.verdict_source and rows:
+        lines += ["", f"_{_cell(story.verdict_source)}_"]
     return "\n".join(lines) + "\n"
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import fmean
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.stats import ChangeInterval
 from deployctl.judge.verdict import METRICS, judge
+from deployctl.promote.decided import Decided, decided
 from deployctl.promote.records import Event, Release, StoredBench
 
 
@@ -49,6 +50,10 @@ class Story:
     intervals: tuple[LevelInterval, ...] = ()
     judge_metric: str = "output_tok_s"
     judge_confidence: float | None = None
+    # Where the verdicts and intervals come from, in the reader's words: as decided and stored with the
+    # release (with the policy and noise then in force), or recomputed (asked for, or nothing was stored).
+    verdict_source: str = ""
+    decided: Decided | None = None  # the stored verdict, when there is one
 
     def run(self, role: str) -> Run | None:
         return next((r for r in self.runs if r.role == role), None)
@@ -61,12 +66,15 @@ def release_story(
     *,
     reused_baseline: StoredBench | None = None,
     policy: JudgePolicy | None = None,
+    policy_said: str = "the default judge policy",
+    recompute: bool = False,
 ) -> Story:
     """The story of a promote (or rollback): its sweeps, the judge's interval per level, its phases.
 
     ``reused_baseline`` is the baseline measurement another release took, when this one reused it.
-    The intervals are the judge's own computation run again on the stored trials under ``policy``
-    (the ledger keeps the verdict's words, not its numbers).
+    The verdicts and intervals are the ones stored with the release (``deployctl.promote.decided``): what
+    was decided, under the policy and noise then in force. With ``recompute`` — or for a release stored
+    without them — the judge runs again on the stored trials under ``policy`` (``policy_said`` names it).
     """
     runs: list[Run] = []
     for role in ("baseline", "candidate", "verify"):
@@ -81,6 +89,14 @@ def release_story(
     story = Story(release, tuple(runs), phase_spans(events, release.started_at, release.finished_at),
                   judge_metric=policy.metric, judge_confidence=policy.confidence)
     base, cand = story.run("baseline"), story.run("candidate")
+    stored = decided(events)
+    if stored is not None and not recompute:
+        metric = str(stored.policy.get("metric", policy.metric))
+        confidence = stored.policy.get("confidence")
+        return Story(release, story.runs, story.phases, _stored_intervals(stored, metric), metric,
+                     float(confidence) if confidence is not None else None,
+                     f"verdicts as decided at the time, stored with the release; {stored.policy_line()}; "
+                     f"{stored.noise_line()}", stored)
     if base and cand:
         verdict = judge(base.result, cand.result, policy)
         intervals = []
@@ -88,8 +104,35 @@ def release_story(
             check = next((c for c in lv.checks if c.metric == policy.metric), None)
             intervals.append(LevelInterval(lv.concurrency, lv.state.value, policy.rule_for(lv.concurrency).limit_pct or 0.0,
                                            check.interval if check else None))
-        story = Story(release, story.runs, story.phases, tuple(intervals), policy.metric, policy.confidence)
+        if stored is not None:
+            why = (f"RECOMPUTED (--recompute) under {policy_said}, without the noise learned then; at the time the "
+                   f"judge decided {stored.outcome} ({stored.policy_line()})")
+        else:
+            why = (f"recomputed under {policy_said}: no verdict was stored with this release (recorded by an "
+                   "older deployctl); the promote may have decided under another policy or noise estimate")
+        story = Story(release, story.runs, story.phases, tuple(intervals), policy.metric, policy.confidence, why,
+                      stored)
     return story
+
+
+def _stored_intervals(stored: Decided, metric: str) -> tuple[LevelInterval, ...]:
+    out = []
+    for lv in stored.verdict.get("levels") or ():
+        checks = lv.get("checks") or ()
+        check = next((c for c in checks if c.get("metric") == metric), None)
+        out.append(LevelInterval(int(lv["concurrency"]), str(lv.get("state", "?")),
+                                 float((check or {}).get("limit_pct") or 0.0), _interval((check or {}).get("interval"))))
+    return tuple(out)
+
+
+def _interval(data: Mapping[str, Any] | None) -> ChangeInterval | None:
+    if not data:
+        return None
+    known = {f.name for f in fields(ChangeInterval)}
+    try:
+        return ChangeInterval(**{k: v for k, v in data.items() if k in known})
+    except TypeError:  # a field this deployctl needs is missing from an older or newer record
+        return None
 
 
 def bench_story(result: BenchResult, role: str = "this run") -> Story:

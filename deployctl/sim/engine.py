@@ -32,6 +32,7 @@ class Request:
     generated: int = 0
     finished: bool = False
     aborted: bool = False
+    first_token_at: float | None = None  # the event loop's clock when its prefill gave the first token
     _waiter: asyncio.Future | None = field(default=None, repr=False)
 
     async def wait_change(self) -> None:
@@ -143,6 +144,7 @@ class Engine:
                         self._release(req)
                         continue
                     req.generated = 1
+                    req.first_token_at = loop.time()
                     self.prompt_tokens_total += req.prompt_tokens
                     self.generation_tokens_total += 1
                     self._finish_or_wake(req)

@@ -16,10 +16,12 @@ from typing import Any, Callable
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from deployctl.sim import answers
 from deployctl.sim.engine import Engine, Request
 from deployctl.sim.faults import Faults
+from deployctl.sim.metrics import SimMetrics, source_of
 from deployctl.sim.resolve import Resolved
 from deployctl.sim.world import Host
 
@@ -105,6 +107,8 @@ def build_app(state: ServerState) -> web.Application:
         return await handler(request)
 
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[require_key] if api_key else [])
+    exported = SimMetrics(state.engine, served, lambda: r.memory.kv_tokens if r.memory else 1) \
+        if args.get("enable_metrics") else None
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200 if state.ready else 503)
@@ -162,7 +166,9 @@ def build_app(state: ServerState) -> web.Application:
         clock = {"simulated_s": engine.simulated_s, "generation_tokens": engine.generation_tokens_total}
         return web.json_response({"simulated": True, "gpus": gpus, "engine": clock})
 
-    def _finish_hook() -> None:
+    def _finish_hook(req: Request, source: str, submitted_at: float) -> None:
+        if exported is not None:
+            exported.served(source, submitted_at, req.first_token_at, asyncio.get_running_loop().time(), req.generated)
         state.completed += 1
         limit = state.faults.crash_after
         if limit is not None and state.completed >= limit:
@@ -195,6 +201,8 @@ def build_app(state: ServerState) -> web.Application:
         req = Request(prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=stream, stop_reason="stop" if natural_stop else "length")
         rid = uuid.uuid4().hex
         created = int(time.time())
+        source = source_of(request.headers.get("User-Agent"))
+        submitted_at = asyncio.get_running_loop().time()
         state.engine.submit(req)
         start = time.perf_counter()
         if not stream:
@@ -206,7 +214,7 @@ def build_app(state: ServerState) -> web.Application:
             except asyncio.CancelledError:
                 state.engine.abort(req)
                 raise
-            _finish_hook()
+            _finish_hook(req, source, submitted_at)
             final = _final_body(kind, rid, created, served, req, start)
             if not chat and _answering(body, sampling, kind):
                 _answer(final, body, sampling, kind, max_tokens, state.outputs)
@@ -242,7 +250,7 @@ def build_app(state: ServerState) -> web.Application:
         except (asyncio.CancelledError, ConnectionResetError):
             state.engine.abort(req)
             raise
-        _finish_hook()
+        _finish_hook(req, source, submitted_at)
         return resp
 
     async def _body(request: web.Request) -> dict[str, Any] | None:
@@ -273,22 +281,11 @@ def build_app(state: ServerState) -> web.Application:
     for path in ("/model_info", "/get_model_info"):
         app.router.add_get(path, model_info)
     async def metrics(_: web.Request) -> web.Response:
-        engine = state.engine
-        label = f'{{model_name="{served}"}}'
-        kv = r.memory.kv_tokens if r.memory else 1
-        rows = [
-            ("sglang:num_running_reqs", "gauge", len(engine.running)),
-            ("sglang:num_queue_reqs", "gauge", len(engine.waiting)),
-            ("sglang:token_usage", "gauge", round(engine.kv_tokens_used() / max(kv, 1), 4)),
-            ("sglang:max_total_num_tokens", "gauge", kv),
-            ("sglang:prompt_tokens_total", "counter", engine.prompt_tokens_total),
-            ("sglang:generation_tokens_total", "counter", engine.generation_tokens_total),
-        ]
-        text = "".join(f"# TYPE {name} {kind}\n{name}{label} {value}\n" for name, kind, value in rows)
-        return web.Response(text=text, content_type="text/plain")
+        assert exported is not None
+        return web.Response(body=exported.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/v1/models", models)
-    if args.get("enable_metrics"):
+    if exported is not None:
         app.router.add_get("/metrics", metrics)
     app.router.add_get("/sim/telemetry", telemetry)
     app.router.add_post("/v1/completions", completions)

@@ -117,7 +117,8 @@ def diff_startups(a: StartupReport, b: StartupReport, profile_diff: Any = None, 
         if fact in memory_facts:
             for name, why in cat["memory_flags"].items():
                 reasons.setdefault(name, why)
-        explanations = [Explanation(by_flag[name], why) for name, why in reasons.items() if name in by_flag]
+        explanations = [Explanation(_memory_side_effect(by_flag[name]) if fact in memory_facts else by_flag[name], why)
+                        for name, why in reasons.items() if name in by_flag]
         explanations.sort(key=lambda e: e.flag.effective is False)
         changes.append(FactChange(fact, before, after, _percent(before, after), tuple(_causes(fact, a, b)),
                                   tuple(explanations)))
@@ -270,6 +271,12 @@ def _gated(diff: FlagDifference, arch: str | None, version: str | None, args: Ma
     elif runners:
         note = gate["note"]
     return FlagDifference(diff.flag, diff.before, diff.after, diff.source, note, effective)
+
+
+def _memory_side_effect(diff: FlagDifference) -> FlagDifference:
+    """A flag whose primary function a gate rules out here can still move memory (``memory_any_arch``)."""
+    note = (catalogue().get("gates", {}).get(diff.flag) or {}).get("memory_any_arch")
+    return replace(diff, gate_note=note, effective=True) if note and diff.effective is False else diff
 
 
 def _interaction_gated(diff: FlagDifference, arch: str | None, version: str | None) -> FlagDifference:

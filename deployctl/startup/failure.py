@@ -17,7 +17,9 @@ Kinds (stable, documented in docs/startup.md):
     rank_died         a scheduler process was killed (``Rank i scheduler died…`` / ``…is dead``)
     port_in_use       uvicorn could not bind (``[Errno 98] … address already in use``)
     warmup_failed     ``Initialization failed. warmup error: …``
-    crashed           ``Subprocess … crashed with exit code …`` (watchdog, after start-up)
+    crashed           ``Subprocess … crashed with exit code …`` (watchdog, after start-up), or a process
+                      that died below Python (``Fatal Python error: Segmentation fault``, the shell's
+                      ``Segmentation fault (core dumped)`` / ``Killed``)
     exception         any other Python exception that stopped a process
     process_exit      the container stopped with a non-zero code (``svc exited with code 137``) and no
                       line said why
@@ -53,8 +55,16 @@ KERNEL_ERROR_RE = re.compile(
     r"(?:^|\s|\]:?\s?|what\(\):\s+|terminated with exception: )"
     r"((?:CUDA|Cuda|NCCL) error(?: \(([^)]*)\))?(?::\s?| in: | (\S+:\d+) ')(.+?)'?)$"
 )
-KERNEL_ERROR_CUES = ("CUDA error", "Cuda error", "NCCL error")
+KERNEL_ERROR_CUES = ("CUDA error", "Cuda error", "NCCL error", "collective operation timeout",
+                     "no kernel image is available", "an illegal memory access was encountered",
+                     "cudaErrorNoKernelImageForDevice")
+# Said by the CUDA runtime whatever printed it ("cudaLaunchKernelEx(…): no kernel image is available …").
+_CUDA_RUNTIME_TEXTS = KERNEL_ERROR_CUES[4:]
+COLLECTIVE_TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout: .*?(?= Exception raised|$)")
 TORCH_RANK_RE = re.compile(r"\[rank(\d+)\]")
+# A process that died below Python: faulthandler's header, the shell's words for a signal, absl's handler.
+FATAL_LINE_RE = re.compile(r"^(?:Fatal Python error: .+|Segmentation fault(?: \(core dumped\))?|Aborted \(core dumped\)"
+                           r"|\*\*\* SIGSEGV received at .+|Killed)$")
 CONTAINER_EXIT_RE = re.compile(r"^([A-Za-z0-9][\w.-]*) exited with code (\d+)$")
 RANK_DIED_RE = re.compile(r"Rank (\d+) scheduler (?:died during initialization|is dead)")
 MODEL_NOT_FOUND_CUES = (
@@ -83,7 +93,8 @@ def classify_exception(exc_line: str, *, in_server_args: bool = False) -> str:
     if "OutOfMemoryError" in exc_line or "CUDA out of memory" in exc_line or "CUDA error: out of memory" in exc_line:
         return "oom"
     if "CUDA error" in exc_line or "Cuda error" in exc_line or "illegal memory access" in exc_line \
-            or "CUBLAS_STATUS_" in exc_line or "device-side assert" in exc_line:
+            or "CUBLAS_STATUS_" in exc_line or "device-side assert" in exc_line or "Triton Error [CUDA]" in exc_line \
+            or "no kernel image is available" in exc_line:
         return "cuda_error"
     if in_server_args and exc_line.split(":", 1)[0] in ("ValueError", "AssertionError"):
         return "bad_flag"
@@ -113,8 +124,15 @@ def kernel_error(text: str) -> tuple[str, str, int | None] | None:
     None. The message keeps the kernel's ``file:line``: it tells which kernel has no image for this GPU."""
     if not any(cue in text for cue in KERNEL_ERROR_CUES):
         return None
+    timeout = COLLECTIVE_TIMEOUT_RE.search(text)
+    if timeout is not None:  # a rank waited for a peer that never came (torch's NCCL watchdog)
+        rank = TORCH_RANK_RE.search(text)
+        return "nccl", timeout.group(0).strip(), int(rank.group(1)) if rank else None
     match = KERNEL_ERROR_RE.search(text)
     if match is None:
+        if any(cue in text for cue in _CUDA_RUNTIME_TEXTS):
+            rank = TORCH_RANK_RE.search(text)
+            return "cuda_error", text.strip(), int(rank.group(1)) if rank else None
         return None
     message = match.group(1).strip() + ("'" if match.group(3) else "")
     lower = message.lower()

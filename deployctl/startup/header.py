@@ -38,13 +38,19 @@ def parallelism(args: Mapping[str, Any], ranks: Iterable[Rank]) -> Parallelism |
                        pp=extent(r.pp for r in seen), source="rank_prefixes")
 
 
-def quantization(args: Mapping[str, Any], load_line_quant: str | None) -> tuple[str | None, str | None]:
-    """(quantisation, source). The load line's ``quant_algo`` says more than the dump's method."""
+def quantization(args: Mapping[str, Any], load_line_quant: str | None,
+                 moe_dtypes: Iterable[str | None] = ()) -> tuple[str | None, str | None]:
+    """(quantisation, source). The load line's ``quant_algo`` says more than the dump's method; a
+    checkpoint quantised in its own config shows ``quantization=None`` in the dump, and then only the
+    fused-MoE kernel config's ``dtype=fp8_w8a8`` (before 0.5.10) names it."""
     if load_line_quant:
         return load_line_quant, "load_weight_line"
     value = args.get("quantization")
     if isinstance(value, str) and value and value.lower() != "none":
         return value, "server_args"
+    dtype = next((d for d in moe_dtypes if d), None)
+    if dtype:
+        return dtype, "moe_kernel_config"
     return None, None
 
 

@@ -21,8 +21,8 @@ import re
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from deployctl.startup.failure import ARGPARSE_ERROR_RE, CONTAINER_EXIT_RE, EXCEPTION_LINE_RE, GENERIC_KINDS, \
-    RANK_DIED_RE, classify_exception, kernel_error, unknown_flags
+from deployctl.startup.failure import ARGPARSE_ERROR_RE, CONTAINER_EXIT_RE, EXCEPTION_LINE_RE, FATAL_LINE_RE, \
+    GENERIC_KINDS, RANK_DIED_RE, classify_exception, kernel_error, unknown_flags
 from deployctl.startup import header
 from deployctl.startup.graphs import Progress, decode_graph, piecewise_graph
 from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, split_records
@@ -89,13 +89,20 @@ class StartupParser:
         st = self._st
         if st.pending_cues:
             st.commit_cues()  # another line came: the previous one was not the cut end of the log
-        if line[:1] != "[":
-            line = self._unwrapper.unwrap(line)
-        rec = simple_record(line)
-        if rec is not None:
-            self._on_record(rec)
-            return
         first = line[:1]
+        # No wrapper starts with a space or '\r' (frames, usage lines, meters): skip the call for them.
+        if first == "[":
+            if not line[1:2].isdigit():
+                line = self._unwrapper.unwrap(line)
+                first = line[:1]
+        elif first != " " and first != "\r":
+            line = self._unwrapper.unwrap(line)
+            first = line[:1]
+        if first == "[":
+            rec = simple_record(line)
+            if rec is not None:
+                self._on_record(rec)
+                return
         if (first == " " or first.islower()) and "\r" not in line and "\x1b" not in line \
                 and EMBEDDED_RE.search(line) is None:
             self._on_bare(line.rstrip())  # traceback frames, usage lines: no prefix of any kind
@@ -169,7 +176,8 @@ class StartupParser:
 
     # -- fragments (progress meters) and bare lines ---------------------------------------------------
     def _on_fragment(self, text: str) -> None:
-        if "rror" in text and self._kernel_error(text):  # printed by another rank after an open meter
+        if text[-1:] != "]" and _may_be_kernel_error(text) and self._kernel_error(text):
+            # printed by another rank after an open meter (a meter alone ends with "it/s]")
             return
         if text.startswith("Capturing batches"):
             match = CAPTURING_BS_RE.match(text)
@@ -219,15 +227,22 @@ class StartupParser:
                 st.tb = Traceback("main", None, text)
             st.tb.expect_exc = True
             return
-        if "rror" in text and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):
+        if (text[:2] != "  " or text[:9] == "  what():") and _may_be_kernel_error(text) \
+                and not EXCEPTION_LINE_RE.match(text) and self._kernel_error(text):  # frames are never one
             return
-        if "scheduler died during initialization" in text or "scheduler is dead" in text:
-            died = RANK_DIED_RE.search(text)  # in a traceback or not: that rank failed
-            if died:
-                st.failed_rank(Rank(tp=int(died.group(1))))
+        if text[:1] in "FSAK*" and st.recognised and FATAL_LINE_RE.match(text) \
+                and not (text == "Killed" and st.sigquit is not None):  # the main process's own end after sigquit
+            # faulthandler's frames follow ("  File … line N in f"): a crash, not a traceback to read
+            st.close_tb()
+            st.fail("crashed", text, evidence=(clip(text),), rank=None)
+            return
         if st.tb is None and text.startswith("  File \""):
             st.tb = Traceback("tail", None, "")  # a paste that starts below the "Traceback" header
         if st.tb is not None:
+            if "scheduler " in text:
+                died = RANK_DIED_RE.search(text)  # the main process's traceback names the dead rank
+                if died:
+                    st.failed_rank(Rank(tp=int(died.group(1))))
             st.tb.feed(text)
             if "/sglang/" in text:
                 st.recognised = True
@@ -352,7 +367,8 @@ class StartupParser:
             "memory pools allocated: the scheduler summary comes after them" if summary and st.kv is None else "",
         ) if x)
         info_mrr = self._info_mrr()
-        quant, quant_source = header.quantization(args or {}, st.weight_quant)
+        quant, quant_source = header.quantization(args or {}, st.weight_quant,
+                                                  (entry.get("dtype") for entry in st.moe.values()))
         return StartupReport(
             outcome=outcome,
             phase=phase,
@@ -409,6 +425,11 @@ class StartupParser:
             if isinstance(value, int):
                 return value
         return None
+
+def _may_be_kernel_error(text: str) -> bool:
+    """A cheap filter before ``kernel_error``'s regex (every bare line and meter passes here)."""
+    return "rror" in text or "kernel image" in text or "illegal memory" in text or "operation timeout" in text
+
 
 _DRAFT_GRAPHS = frozenset({"draft_decode", "draft_extend"})
 _UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")

@@ -328,12 +328,10 @@ for _prefix, _handler in _PREFIXES:
 BY_SUBSTRING: tuple[tuple[str, Handler], ...] = (
     ("scheduler died during initialization", rank_died),
     ("scheduler is dead", rank_died),
-    ("CUDA error", _kernel),
-    ("Cuda error", _kernel),
-    ("NCCL error", _kernel),
     ("address already in use", _port_in_use),
     ("[Errno 98]", _port_in_use),
     ("eprecat", deprecation),
+    ("rror", _kernel),  # "CUDA error (file:line): …", "NCCL error …" logged with a stamp: last, one scan
 )
 
 

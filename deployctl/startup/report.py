@@ -190,10 +190,10 @@ class StartupReport:
     parallelism: Parallelism | None = None
     # Every rank a fatal line names ("DP3 TP5 EP5", "TP2"; a CUDA/NCCL error, a traceback, a death).
     failed_ranks: tuple[str, ...] = ()
-    # Weight quantisation: the dump's ``quantization`` or Load weight end's ``quant=…, quant_algo=…``
-    # (0.5.10+: "modelopt_fp4 (NVFP4)"); None when neither names one (unquantised, or not told).
+    # Weight quantisation: Load weight end's ``quant=…, quant_algo=…`` (0.5.10+: "modelopt_fp4 (NVFP4)"),
+    # the dump's ``quantization``, or a fused-MoE config's ``dtype=fp8_w8a8``; None when none names one.
     quantization: str | None = None
-    quantization_source: str | None = None  # server_args | load_weight_line
+    quantization_source: str | None = None  # load_weight_line | server_args | moe_kernel_config
     speculative: Speculative | None = None
     sglang_version_contradiction: str | None = None  # the cues that exclude each other, when they do
     unwrapped_lines: int = 0  # lines a collector's prefix was removed from (docker compose, kubectl, journal, "> ")

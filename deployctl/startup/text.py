@@ -15,13 +15,14 @@ HINTS = {
                     "or a smaller/quantized checkpoint",
     "oom_cuda_graph": "CUDA-graph capture ran out of memory: lower --mem-fraction-static or --cuda-graph-max-bs",
     "oom": "a GPU ran out of memory: lower --mem-fraction-static or the batch limits",
-    "nccl": "the TP group could not be built: check NCCL_* environment (P2P/IB), GPU visibility and peer access; "
-            "rerun with NCCL_DEBUG=INFO",
+    "nccl": "NCCL could not build the TP group or a collective failed or timed out: check NCCL_* environment "
+            "(P2P/IB), GPU visibility and peer access; rerun with NCCL_DEBUG=INFO",
     "rank_died": "a scheduler process was killed (exit -9 is usually the kernel OOM killer): check `dmesg -T` "
                  "and host RAM",
     "port_in_use": "another process holds the port: `ss -ltnp` shows which; stop it or change the port",
     "warmup_failed": "the server loaded but its warm-up request failed: the evidence shows why",
-    "crashed": "a server process crashed after start-up: see the evidence lines",
+    "crashed": "a server process crashed (the watchdog saw it exit, or it died below Python: a segfault, "
+               "SIGKILL): see the evidence lines; `dmesg -T` shows the kernel's side",
     "exception": "a Python exception stopped the start: the evidence shows where",
     "cuda_graph_failed": "CUDA-graph capture failed (the reason is above): a kernel built without this GPU's "
                          "architecture needs a matching sgl-kernel/flashinfer build; or start with "

@@ -5,6 +5,7 @@ People paste what their tool printed, not SGLang's stream:
 - ``docker compose logs``: ``sglang  | `` or ``sglang-1  | `` (the service name padded to a column);
 - ``kubectl logs --timestamps``: ``2026-01-01T00:00:00.123456789Z `` (RFC 3339, nanoseconds);
 - journalctl: ``Dec 01 12:00:00 host unit[pid]: `` (and the other ``-o short*`` stamps);
+- ``kubectl logs --prefix``: ``[pod/sglang-0/sglang] ``; torch's ``[rank3]: `` before a traceback line;
 - a quoted paste (GitHub issues, mail): ``> ``;
 
 and combinations of them (``> sglang-1  | 2026-…Z [2026-… TP0] …``). ``Unwrapper.unwrap`` removes them
@@ -28,6 +29,8 @@ JOURNAL_RE = re.compile(
 )
 # kubectl logs --timestamps (and docker logs -t): an RFC 3339 stamp and one space, nothing else.
 _K8S_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+# kubectl logs --prefix: "[pod/sglang-0/sglang] "; torch's per-rank prefix before a Python line: "[rank3]: ".
+_BRACKET_RE = re.compile(r"\[(?:pod/[^\]\s]+|rank\d+)\]:? ")
 # docker compose: a service (container) name, padding, "| " (the blank line of a traceback: "svc  |").
 _COMPOSE_RE = re.compile(r"([A-Za-z0-9][\w.-]*)( +)\|(?: |$)")
 # What proves that the rest of a line is SGLang's: a record stamp, a traceback, argparse's usage block.
@@ -37,6 +40,7 @@ _SGLANG_START_RE = re.compile(
     r"[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)|/\S+\.py:\d+: \w*Warning: "
 )
 _MAX_PREFIXES = 64
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def strip_journal(line: str) -> str:
@@ -62,6 +66,8 @@ class Unwrapper:
     def unwrap(self, line: str) -> str:
         """The line as SGLang printed it. Cheap when there is nothing to remove (the first character
         rules most shapes out)."""
+        if line[:1] == "\x1b":  # a coloured collector prefix (docker compose on a terminal)
+            line = _ANSI_RE.sub("", line)
         original = line
         for _ in range(4):  # combinations: "> svc | 2026-…Z [ts] …"
             before = line
@@ -74,6 +80,10 @@ class Unwrapper:
                     line = line[match.end():]
                 else:
                     line = strip_journal(line)
+            elif first == "[" and line[1:5] in ("pod/", "rank"):
+                match = _BRACKET_RE.match(line)
+                if match:
+                    line = line[match.end():]
             elif first.isupper() or first == "[":
                 line = strip_journal(line)
             if first.isalnum() and line is before:

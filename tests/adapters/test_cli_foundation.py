@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -77,7 +79,7 @@ def test_render_a_simulated_host_uses_this_interpreter(capsys: pytest.CaptureFix
 
 
 def test_diff_lists_flag_changes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diff", "qwen35", "baseline", "candidate", "-i", EXAMPLE]) == 0
+    assert main(["diff", "qwen35", "baseline", "candidate", "-i", EXAMPLE]) == 1  # they differ, as diff(1) says
     assert capsys.readouterr().out == (
         "qwen35: baseline -> candidate\n"
         "flags:\n"
@@ -87,11 +89,18 @@ def test_diff_lists_flag_changes(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_diff_unit_is_a_unified_diff(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diff", "glm5", "baseline", "candidate", "--unit", "-i", EXAMPLE]) == 0
+    assert main(["diff", "glm5", "baseline", "candidate", "--unit", "-i", EXAMPLE]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["--- sglang-glm5.service (baseline)", "+++ sglang-glm5.service (candidate)"]
     assert "+    --enable-flashinfer-allreduce-fusion \\" in out
     assert "\033[" not in "".join(out)
+
+
+def test_diff_exit_code_says_whether_they_differ(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", "glm5", "baseline", "baseline", "-i", EXAMPLE, "-q"]) == 0
+    assert main(["diff", "glm5", "baseline", "candidate", "-i", EXAMPLE, "-q"]) == 1
+    assert main(["diff", "glm5", "baseline", "candidate", "-i", EXAMPLE, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["same"] is False
 
 
 @pytest.mark.parametrize("verb", ["validate", "render", "diff"])

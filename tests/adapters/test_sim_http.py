@@ -208,7 +208,7 @@ async def test_stalled_streams_api_key_and_emit_timestamps(tmp_path: Path) -> No
                     await asyncio.wait_for(resp.content.readline(), 1.0)
                 async with session.get(f"{sim.url}/metrics", headers=headers) as metrics:
                     text = await metrics.text()
-                assert 'sglang:prompt_tokens_total{model_name="qwen3.5-122b"} 1\n' in text and "sglang:num_running_reqs{" in text
+                assert 'sglang:prompt_tokens_total{model_name="qwen3.5-122b"} 1.0\n' in text and "sglang:num_running_reqs{" in text
         assert _get(f"{sim.url}/health")[0] == 200
     finally:
         sim.stop()

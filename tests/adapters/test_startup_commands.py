@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.cli import main
+from deployctl.errors import ExitCode
 
 LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 
@@ -26,7 +27,7 @@ def test_report_human(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_report_failure_has_hint_and_evidence(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["startup-report", log("04")]) == 0
+    assert main(["startup-report", log("04")]) == ExitCode.FAILED  # a failed start: nonzero, the report printed
     out = capsys.readouterr().out
     assert out.startswith("FAILED: oom_kv_cache on TP0-7 during kv_cache")
     assert "hint: weights leave no room for the KV cache" in out
@@ -35,7 +36,7 @@ def test_report_failure_has_hint_and_evidence(capsys: pytest.CaptureFixture[str]
 
 def test_report_header_parallelism_ranks_quantisation_speculative(capsys: pytest.CaptureFixture[str]) -> None:
     """The header names the split, the failed ranks, the quantisation and the draft model, in text and JSON."""
-    assert main(["startup-report", log("33")]) == 0
+    assert main(["startup-report", log("33")]) == ExitCode.FAILED
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("FAILED: cuda_graph_failed on TP1 EP1, TP3 EP3 during cuda_graphs")
     assert out[0].endswith("· TP4 EP4")

@@ -149,7 +149,8 @@ class FakeJudge:
         self.noise = noise
         return self.verdicts.pop(0)
 
-    def drift(self, pre: BenchResult, verify: BenchResult) -> DriftResult:
+    def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
+              judged: Any = None) -> DriftResult:
         return self._drift
 
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
+from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory, one_deployment
 from support.promote_world import healthy as _healthy
 from support.promote_world import installed_profile as _installed_profile
 
@@ -209,3 +209,42 @@ def test_a_killed_bisect_is_recovered_to_the_known_good_unit(world):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"recovered release {trial}" in done.stdout + done.stderr
     assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
+
+
+# One level, 8 requests a trial and no warm-up, so SGLANG_SIM_SWING's blocks of 8 requests are the trials:
+# a candidate started with the swing runs its trials at full, half and quarter speed and stays
+# inconclusive after the 3 trials the budget allows (test_faults_e2e's UNSTEADY); without it, it passes.
+UNSTEADY = {
+    "bench": {"concurrency": [2], "input_tokens": 32, "output_tokens": 32, "requests_per_level": 8,
+              "warmup_requests": 0},
+    "judge": {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 10},
+}
+
+
+def test_an_inconclusive_trial_is_measured_again_and_no_harmless_change_is_blamed(sandbox, tmp_path):
+    """Two harmless changes; the first trial (the candidate itself) restarts under a runtime drop-in that
+    makes its speed swing, removed while it benchmarks: inconclusive, then the re-measurement passes.
+    Counting the inconclusive trial as failed named a harmless change the culprit."""
+    data = one_deployment("glm5-sim", {"two-harmless": {
+        "extends": "baseline", "flags": {"enable-metrics": True}, "env": {"OMP_NUM_THREADS": 4}}}, UNSTEADY)
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(data))
+    cli = Cli(sandbox, tmp_path / "inventory.yaml", tmp_path / "state")
+    dep = data["deployments"]["glm5-sim"]
+    _reset(cli, "glm5-sim")
+    swing = sandbox.runtime_unit_dir / f"{dep['unit']}.d" / "swing.conf"
+    swing.parent.mkdir(parents=True, exist_ok=True)
+    swing.write_text("[Service]\nEnvironment=SGLANG_SIM_SWING=8:1,0.5,0.25\n")  # read at the next start only
+    try:
+        proc = cli.start("bisect", "two-harmless", "-d", "glm5-sim", "--skip-preflight")
+        _trial_in(cli, proc, "BENCH")  # the candidate runs with the swing; every later start runs without
+    finally:
+        swing.unlink()
+    said = cli.output(proc, timeout=200)
+    assert proc.returncode == ExitCode.OK, said
+    results = [(k, r) for k, _, r in _kinds(cli, "glm5-sim")]
+    assert results[-2:] == [("bisect", "inconclusive"), ("bisect", "passed")], results
+    assert "re-measure (1 of 2): the candidate itself → passed" in said, said
+    assert "the candidate passes now: there is nothing to explain" in said
+    assert "culprit" not in said.split("trials:")[1].replace("is the culprit among", "") and " fails" not in said
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])
+    sandbox.run(["systemctl", "stop", dep["unit"]])

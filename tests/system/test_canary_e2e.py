@@ -25,6 +25,7 @@ from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed
 from support.promote_world import healthy as _healthy
+from support.promtool import promtool
 from support.webhook_receiver import Hook
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -160,9 +161,11 @@ def test_a_pending_candidate_is_tried_exactly_once_across_three_runs(world):
     # Runs 2 and 3 only watch. Their watch compares with the baseline the promote measured minutes
     # earlier; on a loaded 2-core machine that may read degraded — what matters is no second try.
     assert codes[0] == ExitCode.REJECTED, codes
-    assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for c in codes[1:]), codes
+    # (or unclear: the judge could not tell within its trials)
+    assert all(c in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR) for c in codes[1:]), codes
     assert _promotes(cli, "qwen35-sim") == [("candidate", "rejected")]
-    assert hook.received[-1]["body"]["verdict"] == "rejected"
+    verdicts = [c["body"]["verdict"] for c in hook.received if c["body"]["deployment"] == "qwen35-sim"]
+    assert verdicts.count("rejected") == 1, verdicts
     # Keyed on the version the server states (as a stored baseline is), never null: what the later watches
     # saw is what the try was recorded under, so they did not try it again.
     tried = _notes(cli, "qwen35-sim", "tried")
@@ -182,8 +185,8 @@ def test_outside_the_window_nothing_restarts(world):
     unit = data["deployments"]["glm5-sim"]["unit"]
     before = _main_pid(cli.box, unit)
     done = canary(cli, "glm5-sim")
-    # (its watch may read degraded on a loaded machine: compared with a watch taken minutes earlier)
-    assert done.returncode in (ExitCode.OK, ExitCode.CANARY_DEGRADED), done.stdout + done.stderr
+    # (its watch may read degraded or unclear on a loaded machine: compared with a watch taken minutes earlier)
+    assert done.returncode in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR), done.stdout + done.stderr
     assert _main_pid(cli.box, unit) == before
     assert _promotes(cli, "glm5-sim") == []
     verbose = cli("-v", "canary", "glm5-sim", timeout=180)
@@ -239,7 +242,7 @@ def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(worl
     restarted = own("restart", "glm5-sim", "--profile", "baseline")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     quiet = [canary(own, "glm5-sim").returncode for _ in range(10)]
-    assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED) for code in quiet), quiet
+    assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR) for code in quiet), quiet
     assert not [cp for w in _notes(own, "glm5-sim", "watch") for cp in w["change_points"] if cp["change_pct"] < 0]
     # 0.96 of the simulator's speed is a 3 % step of the tok/s the client measures (its fixed costs per
     # request do not slow down); 0.97 measured about 2 %, at the 2 % change_min_pct itself.
@@ -283,6 +286,34 @@ def test_a_wide_interval_beyond_the_limit_is_unclear_with_its_own_exit_code(worl
     assert "unclear" in done.stderr and "not decided: C=8" in done.stderr, done.stderr
     assert 'deployctl_canary_outcome{deployment="glm5-sim",outcome="unclear"} 1.0' in _metrics(own, "glm5-sim")
     assert 'deployctl_canary_unclear_total{deployment="glm5-sim"} 1.0' in _metrics(own, "glm5-sim")
+    checked = promtool("check", "metrics", stdin=_metrics(own, "glm5-sim"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert [c["body"]["verdict"] for c in hook.received[calls:]] == ["unclear"]
     assert _notes(own, "glm5-sim", "watch")[-1]["health"] == "unclear"
     assert "rollback" not in done.stderr
+
+
+def test_a_failed_webhook_is_in_the_ledger_the_journal_and_the_textfile(world, tmp_path):
+    cli, data, _ = world
+    dead = f"http://127.0.0.1:{_free_port()}/hook"  # nothing listens there
+    inventory = {**data, "policy": {**data["policy"], "canary": {"levels": [8], "webhook": {
+        "url": dead, "attempts": 1, "timeout_s": 2}}}}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory))
+    own = Cli(cli.box, tmp_path / "inventory.yaml", tmp_path / "state")
+    dep = data["deployments"]["glm5-sim"]
+    assert own("restart", "glm5-sim", "--profile", "baseline").returncode == 0
+    assert canary(own, "glm5-sim").returncode == ExitCode.OK  # its reference
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.8"):
+        done = canary(own, "glm5-sim")
+    assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr  # the webhook never changes it
+    assert f"webhook {dead} failed after 1 attempt(s)" in done.stderr, done.stderr
+    (failed,) = _notes(own, "glm5-sim", "webhook-failed")
+    assert failed["verdict"] == "degraded" and dead in failed["problem"]
+    assert 'deployctl_canary_webhook_failures_total{deployment="glm5-sim"} 1.0' in _metrics(own, "glm5-sim")
+    checked = promtool("check", "metrics", stdin=_metrics(own, "glm5-sim"))  # the file as the canary wrote it
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    entries = subprocess.run([*cli.box.journal_command, "-o", "json", "SYSLOG_IDENTIFIER=deployctl",
+                              "DEPLOYCTL_DEPLOYMENT=glm5-sim", "DEPLOYCTL_VERDICT=degraded"],
+                             capture_output=True, text=True).stdout
+    fields = [json.loads(line) for line in entries.splitlines() if line.strip()]
+    assert any(dead in f.get("DEPLOYCTL_WEBHOOK_FAILED", "") for f in fields), entries[-2000:]

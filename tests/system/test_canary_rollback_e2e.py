@@ -129,6 +129,8 @@ def test_a_degraded_release_is_rolled_back_to_the_one_before_it_when_that_measur
     assert checked.returncode == 0, checked.stdout + checked.stderr
     call = hook.received[-1]["body"]
     assert call["verdict"] == "rolled_back" and call["exit_code"] == ExitCode.CANARY_ROLLED_BACK
+    # the live release after the run, not the degraded one it replaced
+    assert call["release"] == new_id and call["watched_release"] == live_id
     assert call["rollback"] == {"degraded_release": live_id, "earlier_release": baseline_id, "trial_release": new_id,
                                 "result": "kept"}
     assert "rolled back to release" in call["text"]

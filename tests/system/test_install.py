@@ -75,12 +75,16 @@ run man man deployctl
 run complete bash -c '. /usr/local/share/bash-completion/completions/deployctl
   COMP_LINE="deployctl status g"; COMP_POINT=${{#COMP_LINE}}; COMP_TYPE=9; COMP_WORDS=(deployctl status g); COMP_CWORD=2
   _python_argcomplete deployctl; printf "%s\\n" "${{COMPREPLY[@]}}"'
-run demo deployctl demo
+run demo deployctl demo --keep {tmp}/keep
+export DEPLOYCTL_STATE_DIR={tmp}/keep/state DEPLOYCTL_INVENTORY={tmp}/keep/demo-inventory.yaml
+run history deployctl history
+run show deployctl show 2
 """
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
                           capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr
     results = {p.name: p.read_text() for p in out.iterdir()}
+    results["kept"] = " ".join(p.name for p in (tmp / "keep").iterdir()) if (tmp / "keep").is_dir() else ""
     results["upper"] = "\n".join(sorted(str(p.relative_to(tmp / "upper")) for p in (tmp / "upper").rglob("*")))
     return results
 
@@ -113,6 +117,12 @@ def test_the_first_hour_works_from_the_installed_wheel(installed: dict[str, str]
     assert installed["complete"].split() == ["glm5"], installed["complete.err"]
 
 
-def test_the_demo_runs_from_the_installed_wheel(installed: dict[str, str]) -> None:
+def test_the_demo_runs_from_the_installed_wheel_and_keeps_what_it_made(installed: dict[str, str]) -> None:
     assert installed["demo.rc"].strip() == "0", installed["demo"][-3000:] + installed["demo.err"][-3000:]
     assert "both candidates were rejected and rolled back" in installed["demo"]
+    # --keep: the ledger, inventory and reports stay, and the demo says how to read them
+    assert "export DEPLOYCTL_STATE_DIR=" in installed["demo"] and "deployctl show 2 " in installed["demo"]
+    assert installed["history.rc"].strip() == "0", installed["history.err"]
+    assert [line.split()[6] for line in installed["history"].splitlines() if " promote " in line] == ["rejected"] * 2
+    assert installed["show.rc"].strip() == "0" and "max_running_requests fell from 48 to 26" in installed["show"]
+    assert {"incident-a.html", "incident-b.html", "demo-inventory.yaml", "state"} <= set(installed["kept"].split())

@@ -136,6 +136,29 @@ def test_neutral_candidate_passes_and_is_kept(world):
                and "; candidate GPU power" in line for line in shown.stdout.splitlines()), shown.stdout
 
 
+def test_neutral_candidate_on_a_host_that_slowed_down_is_inconclusive_not_rejected(world):
+    """A-B-A: the baseline is measured on the fast server; a runtime drop-in (written now, picked up at the
+    candidate's restart, the unit file and release unchanged) slows every later start by a fifth, so the
+    neutral candidate measures −20 % and so does the restored baseline. The drift, not the candidate, may
+    explain it: exit 11 with the drift's reason, never 10."""
+    cli, data = world
+    dep = data["deployments"]["glm5-sim"]
+    dropin = cli.box.runtime_unit_dir / f"{dep['unit']}.d"
+    dropin.mkdir(parents=True, exist_ok=True)
+    (dropin / "slow.conf").write_text("[Service]\nEnvironment=SGLANG_SIM_THROUGHPUT_FACTOR=0.8\n")
+    try:
+        out = cli.json("promote", "neutral", "-d", "glm5-sim", "--fresh-baseline", expect=ExitCode.INCONCLUSIVE)
+    finally:
+        (dropin / "slow.conf").unlink()
+        cli.box.run(["systemctl", "daemon-reload"])
+        cli.box.run(["systemctl", "restart", dep["unit"]])
+    assert out["result"] == "inconclusive" and out["drift"], out
+    reasons = "\n".join(out["reasons"])
+    assert "environment drift" in reasons and "A-B-A:" in reasons and "inconclusive, not rejected" in reasons, reasons
+    assert _installed_profile(cli.box, dep["unit"]) == "baseline"
+    assert _promotes(cli) == [("neutral", "inconclusive")]
+
+
 def test_unknown_flag_fails_at_startup_and_rolls_back_with_the_servers_reason(world):
     cli, data = world
     done = cli("promote", "bad-flag", "-d", "glm5-sim", "--skip-preflight")

@@ -11,9 +11,11 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
+import yaml
 from svgcheck import affine_residual, points, svgs
 from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
 
@@ -35,6 +37,28 @@ CATCH = """<script>
   var original = console.error; console.error = function () { note([].join.call(arguments, " ")); original.apply(console, arguments); };
 })();
 </script>"""
+
+# A phone: the report in a 390 CSS px frame (headless Chromium keeps a window at least 500 px wide; a
+# srcdoc frame shares the probe's origin, so its script can read the report's layout). It writes how
+# wide the report lays out, the smallest chart text as drawn (CSS px: the SVG font size times the SVG's
+# scale) and the right edge of the widest table box and figure box.
+PHONE_WIDTH = 390
+PHONE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="phone" width="{width}" height="844" style="border:0" srcdoc="{report}"></iframe>
+<script>
+document.getElementById("phone").addEventListener("load", function () {{
+  var doc = this.contentDocument, least = 1e9, widest = 0;
+  doc.querySelectorAll("svg text").forEach(function (t) {{
+    var m = t.getScreenCTM(), size = parseFloat(getComputedStyle(t).fontSize) * Math.sqrt(m.a * m.a + m.b * m.b);
+    if (t.textContent.trim()) least = Math.min(least, size);
+  }});
+  doc.querySelectorAll(".scroll, figure").forEach(function (box) {{ widest = Math.max(widest, box.getBoundingClientRect().right); }});
+  var root = document.documentElement;
+  root.setAttribute("data-page-width", doc.documentElement.scrollWidth);
+  root.setAttribute("data-least-chart-px", least.toFixed(2));
+  root.setAttribute("data-widest-box", widest.toFixed(0));
+}});
+</script></body></html>"""
 
 
 def _chromium() -> str:
@@ -106,6 +130,16 @@ def test_report_of_the_forced_fusion_promote_opens_in_chromium(promoted):
         assert figure and "<svg" in figure.group(0), key
     assert len(svgs(dom.stdout)) == len(CHARTS)
 
+    # On a phone: the page is no wider than the screen (tables and charts scroll in their own boxes), and
+    # the smallest chart text is drawn at 11 CSS px or more.
+    probe = root / "phone.html"
+    probe.write_text(PHONE.format(width=PHONE_WIDTH, report=html_escape(html, quote=True)))
+    phone = _browser(binary, root / "profile", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    measured = dict(re.findall(r'data-([a-z-]+)="([0-9.]+)"', re.search(r"<html[^>]*>", phone.stdout).group(0)))
+    assert float(measured["page-width"]) <= PHONE_WIDTH, measured
+    assert float(measured["widest-box"]) <= PHONE_WIDTH, measured
+    assert float(measured["least-chart-px"]) >= 11, measured
+
     shot = root / "report.png"
     taken = _browser(binary, root / "profile", "--window-size=1100,3800", f"--screenshot={shot}", target.as_uri())
     assert taken.returncode == 0 and shot.stat().st_size > 50_000, taken.stderr[-2000:]
@@ -134,3 +168,27 @@ def test_markdown_table_of_the_same_release(promoted):
     assert done.returncode == 0, done.stderr
     rows = [ln for ln in done.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
     assert len(rows) == 2 and all(r.rstrip().endswith("| FAIL |") for r in rows)
+
+
+def test_after_the_limit_changed_the_release_still_shows_the_verdict_it_had(promoted):
+    """The forced-fusion promote was rejected at −87 % under a 10 % limit. With the inventory's limit now
+    at 95 %, `show`, `report` and the markdown still show FAIL on every level, with the policy then in
+    force; only `--recompute` judges again under today's policy, and says so. (The HTML page shows the same
+story: tests/adapters/test_report_verb.py.)"""
+    cli, release_id, root = promoted
+    data = yaml.safe_load(cli.inventory.read_text())
+    data["policy"]["judge"]["limit_pct"] = 95
+    later = root / "inventory-later.yaml"
+    later.write_text(yaml.safe_dump(data))
+    shown = cli("show", str(release_id), "-i", str(later))
+    assert shown.returncode == 0, shown.stderr
+    rows = [ln for ln in shown.stdout.splitlines() if re.match(r"\s*\d+ \|", ln)]
+    assert len(rows) == 2 and all(r.split("|")[-1].strip() == "FAIL" for r in rows), shown.stdout
+    assert "verdicts as decided at the time" in shown.stdout and "limit −10 %" in shown.stdout
+    md = cli("report", str(release_id), "--format", "markdown", "-i", str(later))
+    rows = [ln for ln in md.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert len(rows) == 2 and all(r.rstrip().endswith("| FAIL |") for r in rows), md.stdout
+    again = cli("report", str(release_id), "--format", "markdown", "--recompute", "-i", str(later))
+    rows = [ln for ln in again.stdout.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert again.returncode == 0 and not any(r.rstrip().endswith("| FAIL |") for r in rows), again.stdout
+    assert "RECOMPUTED (--recompute) under today's judge policy" in again.stdout and "decided FAIL" in again.stdout

@@ -65,3 +65,30 @@ def test_a_spent_benchmark_budget_stops_too() -> None:
 def test_an_abort_ends_the_search_with_130() -> None:
     out = _run(BisectPolicy(), abort_at=2)
     assert len(out.steps) == 2 and out.exit_code == ExitCode.INTERRUPTED and out.survivor_yaml is None
+
+
+class Undecided(Bisector):
+    """Every trial is inconclusive (a host too noisy to tell)."""
+
+    async def _trial(self, trial: Trial, changes: tuple[Change, ...], number: int) -> Step:
+        return Step(trial, f"p-{number}", number, m.Result.INCONCLUSIVE.value,
+                    Observation(False, summary="INCONCLUSIVE: C=2 −4 % (95 % CI −15 … +8 %)", inconclusive=True),
+                    2, 10.0, 1.0)
+
+
+def test_an_undecided_subset_exits_11_says_could_not_decide_and_blames_nothing() -> None:
+    site = SimpleNamespace(name="glm5", policy=SimpleNamespace(bisect=BisectPolicy()))
+    bisector = Undecided(None, site, "candidate", "baseline", m.Limits(), "alice", 1, None, lambda: 0.0)  # type: ignore[arg-type]
+    out = asyncio.run(bisector.run(Search(4, candidate=Observation(False)), CHANGES))
+    assert out.exit_code == ExitCode.INCONCLUSIVE and len(out.steps) == 3
+    assert out.undecided == (frozenset({0, 1}),) and not out.finding.culprits and out.survivor_yaml is None
+    text = "\n".join(outcome_lines(out))
+    assert "could not decide: #1 + --flag-0, #2 + --flag-1" in text
+    assert "culprit:" not in text and "interaction" not in text and " fails" not in text
+
+
+def test_a_budget_spent_on_an_inconclusive_subset_names_it_undecided() -> None:
+    site = SimpleNamespace(name="glm5", policy=SimpleNamespace(bisect=BisectPolicy(max_restarts=4)))
+    bisector = Undecided(None, site, "candidate", "baseline", m.Limits(), "alice", 1, None, lambda: 0.0)  # type: ignore[arg-type]
+    out = asyncio.run(bisector.run(Search(4, candidate=Observation(False)), CHANGES))
+    assert out.exit_code == ExitCode.INCONCLUSIVE and out.undecided == (frozenset({0, 1}),)

@@ -118,3 +118,44 @@ def test_every_change_guilty_leaves_nothing_to_promote() -> None:
     finding, tests = drive(Search(1, candidate=Observation(False)), fails_with(frozenset({0})))
     assert finding.culprits[0].changes == {0} and not finding.survivors
     assert finding.survivors_passed is None and tests == []
+
+
+def inconclusive_first(oracle: Oracle, *subsets: frozenset[int], times: int = 1) -> Oracle:
+    """``oracle``, but the first ``times`` trials of each of ``subsets`` are inconclusive (a noisy host)."""
+    seen: dict[frozenset[int], int] = {}
+
+    def scripted(subset: frozenset[int]) -> Observation:
+        seen[subset] = seen.get(subset, 0) + 1
+        if subset in subsets and seen[subset] <= times:
+            return Observation(False, summary="INCONCLUSIVE", inconclusive=True)
+        return oracle(subset)
+    return scripted
+
+
+def test_an_inconclusive_subset_is_measured_again_and_never_counted_as_failed() -> None:
+    # four harmless changes but #4; the first probe ({#1, #2}) is inconclusive once
+    oracle = inconclusive_first(fails_with(frozenset({3})), frozenset({0, 1}))
+    finding, tests = drive(Search(4, candidate=Observation(False)), oracle)
+    assert [c.changes for c in finding.culprits] == [frozenset({3})]
+    assert tests[0].subset == tests[1].subset == frozenset({0, 1})
+    assert tests[1].purpose.startswith("re-measure (1 of 2): ") and finding.survivors_passed
+
+
+def test_a_harmless_candidate_first_inconclusive_passes_on_the_remeasure_and_nothing_is_blamed() -> None:
+    everything = frozenset({0, 1})
+    finding, tests = drive(Search(2), inconclusive_first(fails_with(frozenset({7})), everything))
+    assert finding.candidate_passed and not finding.culprits and len(tests) == 2
+
+
+def test_a_subset_that_stays_inconclusive_is_undecided_and_nobody_is_blamed() -> None:
+    oracle = inconclusive_first(fails_with(frozenset({3})), frozenset({0, 1}), times=99)
+    finding, tests = drive(Search(4, candidate=Observation(False)), oracle)
+    assert finding.undecided == (frozenset({0, 1}),) and not finding.culprits
+    assert len(tests) == 3 and finding.survivors_passed is None  # the trial and two re-measurements
+    # nothing of the evidence says an inconclusive subset "fails"
+    assert all(not c.interaction for c in finding.culprits)
+
+
+def test_an_inconclusive_candidate_is_not_taken_as_its_rejection() -> None:
+    finding, tests = drive(Search(2, candidate=Observation(False, inconclusive=True)), fails_with(frozenset({7})))
+    assert tests[0].subset == frozenset({0, 1}) and finding.candidate_passed

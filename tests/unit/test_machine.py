@@ -269,3 +269,25 @@ def test_the_output_gate_may_run_first_and_spare_a_wrong_candidate_the_sweep():
     state, actions = drive([OK] * 5 + [m.OutputsChecked(Verdict.PASS, ("unchanged",)), OK, PASSED, OK], limits=first)
     assert state.result is m.Result.KEPT
     assert actions[4:] == ["CheckStartupGates", "CheckOutputs", "BenchCandidate", "JudgeCandidate", "KeepCandidate"]
+
+
+def test_a_drift_that_may_explain_a_rejection_makes_it_inconclusive():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK,
+                                     m.Verified(True, drift=True, in_doubt=True, reasons=("environment drift",))])
+    assert state.phase is m.Phase.DONE and state.result is m.Result.INCONCLUSIVE
+    assert state.exit_code == ExitCode.INCONCLUSIVE and state.drift
+    assert "environment drift" in state.reasons and "inconclusive, not rejected" in state.reasons[-1]
+
+
+def test_a_drift_leaves_an_abort_and_a_startup_rejection_as_they_were():
+    state, _ = drive(HAPPY_PREFIX[:5] + [m.Interrupted("aborted"), OK,
+                                         m.Verified(True, drift=True, in_doubt=True)])
+    assert state.result is m.Result.ABORTED
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE), OK, m.Verified(True, drift=True, in_doubt=True)])
+    assert state.result is m.Result.INCONCLUSIVE
+
+
+def test_a_bisect_trial_that_passed_on_a_drift_is_inconclusive():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), OK, m.Verified(True, drift=True, in_doubt=True)],
+                     limits=m.Limits(keep=False))
+    assert state.result is m.Result.INCONCLUSIVE

@@ -172,7 +172,7 @@ def test_check_verb_on_the_example_inventory(capsys: pytest.CaptureFixture[str])
     args = ["check", "glm5", "--profile", "candidate", "-i", str(REPO / "inventory" / "example.yaml")]
     assert main([*args, "--strict"]) == 3
     out = capsys.readouterr()
-    assert "WARN  catalogue:ar-fusion-no-effect: --enable-flashinfer-allreduce-fusion has no effect on SM120" in out.out
+    assert "WARN  catalogue:ar-fusion-no-effect: --enable-flashinfer-allreduce-fusion has no effect on SM120 as a fusion" in out.out
     assert "source: sglang-flag-facts.md" in out.out
     assert "--strict" in out.err
     assert main(args) == 0  # the rule of promote: warnings are shown, only errors refuse

@@ -15,7 +15,7 @@ from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.verdict import judge
 from deployctl.promote.records import Event, Release, StoredBench
 from deployctl.reporting.changes import release_changes
-from deployctl.reporting.history import ReleaseRuns, history_page
+from deployctl.reporting.history import ReleaseRuns, history_chart, history_page
 from deployctl.reporting.markdown import comparison_markdown, sweep_markdown
 from deployctl.reporting.page import bench_page, release_page
 from deployctl.reporting.story import bench_story, release_story
@@ -140,7 +140,8 @@ def test_markdown_puts_baseline_and_candidate_side_by_side(records):
     assert header[:6] == ["C", "Agg tok/s (baseline)", "Per-req tok/s (baseline)", "Tokens (baseline)",
                           "Wall(s) (baseline)", "Ok (baseline)"]
     assert header[-2:] == ["Change", "Verdict"] and lines[3] == "|" + "---:|" * 12 + ":---|"
-    rows = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")] for r in lines[4:]}
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")] for r in lines[4:6]}
+    assert lines[7].startswith("_recomputed under ")  # the records are from before verdicts were stored
     assert rows.keys() == {"2", "8"} and all(r[-1] == "FAIL" and r[-2].startswith("-8") for r in rows.values())
 
 
@@ -171,3 +172,24 @@ def test_a_candidate_stopped_before_the_benchmark_still_gets_its_story(records):
     assert "REJECTED: startup gate: effective max_running_requests fell from 48 to 26" in html
     assert re.search(r'<pre id="gates">startup gate: effective max_running_requests fell', html)
     assert points(html, "trials-baseline") and 'id="trials-candidate"' not in html and "interval-C" not in html
+
+
+def test_history_marks_only_rejected_releases_rejected_what_is_live_now_and_why_trials_were_set_aside(records):
+    known_good, release, _, benches = records
+    runs = {b.role: BenchResult.from_dict(b.result) for b in benches}
+    cand = runs["candidate"]
+    first = cand.levels[0]
+    bad = replace(first.trials[0], invalid_reason="3 of 4 requests failed (error rate 75 % > 10 %)")
+    runs_with_bad = {**runs, "candidate": replace(cand, levels=(replace(first, trials=(bad, *first.trials[1:])),
+                                                               *cand.levels[1:]))}
+    passed = replace(release, id=release.id + 1, kind="bisect", result="passed")
+    live = replace(known_good, live=True)
+    items = [ReleaseRuns(release, runs_with_bad), ReleaseRuns(passed, runs), ReleaseRuns(live, {"baseline": runs["baseline"]})]
+    html = history_page("glm5-sim", items)
+    assert len(points(html, "rejected-C8")) == 1  # the rejected promote; not the bisect trial that passed
+    assert len(points(html, "tried-C8")) == 1 and 'id="live-now"' in html
+    table = history_chart(items).table
+    by_id = {row[0]: row for row in table.rows}
+    assert table.header[-2:] == ("live now", "trials set aside")
+    assert by_id[str(live.id)][-2] == "live now" and by_id[str(release.id)][-2] == "—"
+    assert f"candidate C={first.concurrency} #{bad.trial}: 3 of 4 requests failed" in by_id[str(release.id)][-1]

@@ -41,6 +41,10 @@ def _journal(line: str) -> str:
     return "Jan 01 00:00:00 gpu-7 sglang[4242]: " + line
 
 
+def _pod(line: str) -> str:
+    return "[pod/sglang-0/sglang] " + line
+
+
 def _quoted(line: str) -> str:
     return "> " + line
 
@@ -50,7 +54,7 @@ def _all_of_them(line: str) -> str:
 
 
 WRAPPERS: dict[str, Callable[[str], str]] = {
-    "plain": lambda line: line, "compose": _compose, "kubectl": _kubectl, "journal": _journal, "quoted": _quoted,
+    "plain": lambda line: line, "compose": _compose, "kubectl": _kubectl, "journal": _journal, "quoted": _quoted, "pod": _pod,
     "quoted+compose+kubectl": _all_of_them,
 }
 
@@ -88,7 +92,7 @@ _FACTS = ("outcome", "phase", "failure", "scheduler", "kv_cache", "cuda_graph", 
           "sglang_version", "sglang_version_range", "listening", "warmup_request", "server_args", "phases")
 
 
-@pytest.mark.parametrize("wrapper", ["compose", "journal", "quoted+compose+kubectl"])
+@pytest.mark.parametrize("wrapper", ["compose", "journal", "pod", "quoted+compose+kubectl"])
 @pytest.mark.parametrize("name", PLAIN)
 def test_a_wrapper_changes_no_fact(name: str, wrapper: str) -> None:
     plain = parse_lines(_lines(name)).to_dict()

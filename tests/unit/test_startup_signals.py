@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from deployctl.startup.parser import parse_lines
 from deployctl.startup.text import render_report
 from deployctl.startup.wrappers import Unwrapper
 
+LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 TS = "[2026-04-12 07:00:00"
 BEGIN = "Capture cuda graph begin. This can take up to several minutes. avail mem=14.02 GB"
 NO_IMAGE = "CUDA error (/sgl-kernel/csrc/gemm/nvfp4_scaled_mm.cu:201): no kernel image is available for execution on the device"
@@ -30,6 +33,28 @@ def test_torch_watchdog_and_terminate_lines_name_the_rank() -> None:
     report = parse_lines([f"{TS} TP1] Init torch distributed begin.",
                           "Failed: NCCL error /sgl-kernel/csrc/allreduce/custom_all_reduce.cuh:88 'unhandled cuda error'"])
     assert report.failure.kind == "nccl"
+
+
+def test_the_cuda_runtimes_own_words_are_a_failure_whoever_printed_them() -> None:
+    line = ("cudaLaunchKernelEx(rms_norm_kernel<float>): no kernel image is available for execution on the device")
+    report = parse_lines([f"{TS} TP0] {BEGIN}", line])
+    assert (report.failure.kind, report.failure.message) == ("cuda_error", line)
+    glued = parse_lines([f"{TS} TP0] {BEGIN}", "\rCapturing batches (bs=8 avail_mem=1.0 GB):   0%| | 0/4 [00:00<?, ?it/s]"
+                         "CUDA error (/sgl-kernel/build/_deps/repo-flash-attention-src/hopper/flash_fwd_launch_template.h:166"
+                         "): no kernel image is available for execution on the device"])
+    assert glued.failure.kind == "cuda_error" and "flash_fwd_launch_template.h:166" in glued.failure.message
+    triton = parse_lines(["Traceback (most recent call last):", '  File "/x/sglang/srt/layers/a.py", line 1, in f',
+                          "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered"])
+    assert triton.failure.kind == "cuda_error"
+
+
+def test_a_collective_timeout_is_an_nccl_failure_on_its_rank() -> None:
+    line = ("[rank6]:[E1201 12:10:00.000000 77 ProcessGroupNCCL.cpp:632] [Rank 6] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+            "for 600012 milliseconds before timing out.")
+    report = parse_lines([f"{TS} TP6] {BEGIN}", line])
+    assert (report.failure.kind, report.failed_ranks) == ("nccl", ("TP6",))
+    assert report.failure.message.startswith("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5")
 
 
 def test_prose_about_errors_is_no_failure() -> None:
@@ -75,6 +100,23 @@ def test_every_death_of_a_process_is_a_failure() -> None:
     assert (exited.failure.kind, exited.phase) == ("process_exit", "distributed_init")
     assert parse_lines(["svc  | " + f"{TS} TP0] Init torch distributed begin.", "svc exited with code 0"]).outcome \
         == "starting"
+
+
+def test_a_crash_below_python_is_a_failure() -> None:
+    report = parse_lines([f"{TS} TP0] {BEGIN}", "Fatal Python error: Segmentation fault", "",
+                          "Current thread 0x00007f3c (most recent call first):",
+                          '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 400 in capture'])
+    assert (report.outcome, report.failure.kind, report.phase) == ("failed", "crashed", "cuda_graphs")
+    killed = parse_lines([f"{TS} TP0] {BEGIN}", f"{TS}] Received sigquit from a child process. It usually means "
+                          "the child failed.", "Killed"])
+    assert killed.outcome == "failed" and "sigquit" in killed.failure.message
+    assert parse_lines([f"{TS} TP0] {BEGIN}", "Killed"]).failure.kind == "crashed"
+    assert parse_lines(["Killed"]).sglang_log is False  # a lone shell word is no SGLang log
+
+
+def test_a_checkpoints_own_quantisation_is_read_from_the_moe_config_name() -> None:
+    report = parse_lines(open(LOGS / "08-qwen3-235b-fp8-tp4-v0.4.10.post2.log", encoding="utf-8"))
+    assert (report.quantization, report.quantization_source) == ("fp8_w8a8", "moe_kernel_config")
 
 
 def test_a_cut_last_line_is_no_version_evidence() -> None:
@@ -131,6 +173,10 @@ def test_unwrapper_shapes_and_negatives() -> None:
     assert unwrap("2026-01-01T00:00:00.123456789Z [2026-01-01 00:00:00] y") == "[2026-01-01 00:00:00] y"
     assert unwrap("Dec 01 12:00:00 gpu-7 sglang[42]:   File \"/a.py\"") == "  File \"/a.py\""
     assert unwrap("> > [2026-01-01 00:00:00] z") == "[2026-01-01 00:00:00] z"
+    assert unwrap("\x1b[36msglang-1  | \x1b[0m[2026-01-01 00:00:00] c") == "[2026-01-01 00:00:00] c"
+    assert unwrap("[pod/sglang-0/sglang] [2026-01-01 00:00:00 TP1] w") == "[2026-01-01 00:00:00 TP1] w"
+    assert unwrap("[rank3]:   File \"/a.py\", line 1") == "  File \"/a.py\", line 1"
+    assert unwrap("[rank3]:[W1201 12:00:00.1 ProcessGroupNCCL.cpp:1] x") == "[rank3]:[W1201 12:00:00.1 ProcessGroupNCCL.cpp:1] x"
     plain = Unwrapper()
     for line in ("Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01]", "a | b",
                  "Model config | hidden_size=4096", "  |  ", "| col | col |", "x  | y"):

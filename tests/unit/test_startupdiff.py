@@ -36,7 +36,8 @@ def test_the_incident_line() -> None:
     assert first.text == (
         "max_running_requests 48 → 26 (−46%): capped by the mamba cache size on hybrid models "
         "(max_mamba_cache_size 473 → 132, 132 // 5 = 26); the candidate adds enable_flashinfer_allreduce_fusion "
-        "(no effect on SM120: gated to SM90/SM100)")
+        "(its fusion is gated to SM90/SM100, its memory cost is not: with it the server sizes smaller pools on any GPU)")
+    assert "none of these can act" not in first.text  # the story pre-flight tells too: no effect as a fusion, a memory cost
     facts = {c.fact for c in changes}
     assert {"max_total_num_tokens", "max_mamba_cache_size", "cuda_graph.max_bs"} <= facts
     assert "outcome" not in facts and "configured_max_running_requests" not in facts
@@ -53,7 +54,9 @@ def test_gate_notes_follow_the_host_and_the_version() -> None:
     host = SimpleNamespace(gpus=SimpleNamespace(compute_capability="sm100"))
     on_sm100 = diff_startups(BASE, FUSION, host=host)[0]
     assert on_sm100.text.endswith("the candidate adds enable_flashinfer_allreduce_fusion")
-    assert diff_startups(BASE, FUSION, host={"gpus": {"compute_capability": "12.0"}})[0].explanations[0].flag.effective is False
+    off_gate = flag_differences(BASE, FUSION, host={"gpus": {"compute_capability": "12.0"}})
+    assert next(d for d in off_gate if d.flag == "enable_flashinfer_allreduce_fusion").effective is False  # as a fusion
+    assert diff_startups(BASE, FUSION, host={"gpus": {"compute_capability": "12.0"}})[0].explanations[0].flag.effective
     unknown = diff_startups(BASE, FUSION)[0]
     assert "takes effect only on SM90/SM100/SM103" in unknown.text
     v0511 = diff_startups(replace(BASE, sglang_version="0.5.11"), replace(FUSION, sglang_version="0.5.11"), host="sm120")[0]

@@ -1,0 +1,174 @@
+"""The passive watch (pure): a release judged from the metrics its server already exports under its users'
+load, never from a request of ours.
+
+SGLang (``--enable-metrics``) serves Prometheus metrics at ``/metrics``: token counters, the running and
+queued requests, and TTFT / inter-token / end-to-end latency histograms. A run of scrapes over a window
+(``Scrape``, parsed with ``prometheus_client``'s own parser) becomes a ``BenchResult`` the judge already
+knows how to read:
+
+- one level per occupancy: ``concurrency`` is the window's mean number of running requests, rounded, so a
+  release is only ever compared with itself at the same occupancy (the reference has levels of its own);
+- one trial per sub-window (the judge's unit of replication): ``output_tok_s`` is the generation tokens per
+  second *per running request* times that occupancy — the aggregate the server gives at exactly that many
+  running requests, whatever the users' count did within it; TTFT / ITL / E2E percentiles come from the
+  histogram buckets' increase over the sub-window (as PromQL's ``histogram_quantile`` interpolates);
+- a sub-window in which users queued, or in which nothing was generated, is not judged (``invalid_reason``).
+
+``idle`` says whether the server served nobody over the window (nothing running, queued or generated):
+only then may a synthetic sweep measure it.
+
+Names change between SGLang versions (``inter_token_latency_seconds`` was ``time_per_output_token_seconds``);
+each metric is read by its first name the server exports, and a missing one is left out, never assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Mapping, Sequence
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
+
+GENERATION = ("sglang:generation_tokens_total",)
+PROMPT = ("sglang:prompt_tokens_total",)
+RUNNING = ("sglang:num_running_reqs",)
+QUEUED = ("sglang:num_queue_reqs",)
+TTFT = ("sglang:time_to_first_token_seconds",)
+ITL = ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
+E2E = ("sglang:e2e_request_latency_seconds",)
+PASSIVE_URL = "passive:/metrics"  # the BenchResult's url: where a passive measurement came from
+
+
+@dataclass(frozen=True)
+class Histogram:
+    buckets: tuple[tuple[float, float], ...]  # (upper bound, cumulative count), +Inf last
+    count: float
+    total: float  # the observations' sum
+
+    def minus(self, earlier: "Histogram") -> "Histogram":
+        before = dict(earlier.buckets)
+        return Histogram(tuple((le, c - before.get(le, 0.0)) for le, c in self.buckets), self.count - earlier.count,
+                         self.total - earlier.total)
+
+    def quantile(self, q: float) -> float | None:
+        """``histogram_quantile``: linear within the bucket the rank falls in; None without observations."""
+        if self.count <= 0 or not self.buckets:
+            return None
+        rank, lower, below = q * self.count, 0.0, 0.0
+        for le, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(le):
+                    return lower  # beyond the highest finite bound: that bound is all we know
+                inside = cumulative - below
+                return lower + (le - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+            lower, below = le, cumulative
+        return lower
+
+
+@dataclass(frozen=True)
+class Scrape:
+    at: float  # the scraper's clock, seconds
+    values: Mapping[str, float]  # counters and gauges, summed over their label sets
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+
+    def first(self, names: Sequence[str]) -> float | None:
+        return next((self.values[n] for n in names if n in self.values), None)
+
+    def histogram(self, names: Sequence[str]) -> Histogram | None:
+        return next((self.histograms[n] for n in names if n in self.histograms), None)
+
+
+def parse_scrape(text: str, at: float) -> Scrape:
+    """One ``/metrics`` exposition; every series of a family summed (SGLang labels them per rank)."""
+    values: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if family.type == "histogram":
+                if sample.name.endswith("_bucket"):
+                    le = float(sample.labels["le"])
+                    slot = buckets.setdefault(family.name, {})
+                    slot[le] = slot.get(le, 0.0) + sample.value
+                elif sample.name.endswith("_sum"):
+                    sums[family.name] = sums.get(family.name, 0.0) + sample.value
+                elif sample.name.endswith("_count"):
+                    counts[family.name] = counts.get(family.name, 0.0) + sample.value
+            elif family.type in ("counter", "gauge", "untyped") and not sample.name.endswith("_created"):
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    histograms = {name: Histogram(tuple(sorted(b.items())), counts.get(name, 0.0), sums.get(name, 0.0))
+                  for name, b in buckets.items()}
+    return Scrape(at, values, histograms)
+
+
+def exports_what_a_watch_needs(scrape: Scrape) -> str | None:
+    """Why a passive watch cannot read this server (the metric it lacks), or None when it can."""
+    for what, names in (("generated tokens", GENERATION), ("running requests", RUNNING), ("queued requests", QUEUED)):
+        if scrape.first(names) is None:
+            return f"its /metrics has no {names[0]} ({what}): start SGLang with --enable-metrics"
+    return None
+
+
+def idle(scrapes: Sequence[Scrape]) -> bool:
+    """Nobody was served over the window: nothing running or queued at any scrape, nothing generated."""
+    generated = [s.first(GENERATION) or 0.0 for s in scrapes]
+    return all((s.first(RUNNING) or 0.0) == 0 and (s.first(QUEUED) or 0.0) == 0 for s in scrapes) \
+        and max(generated) - min(generated) == 0
+
+
+def _percentiles(h: Histogram | None) -> Percentiles:
+    if h is None or h.count <= 0:
+        return Percentiles()
+    return Percentiles(p50=h.quantile(0.5), p90=h.quantile(0.9), p99=h.quantile(0.99), mean=h.total / h.count)
+
+
+def _delta(later: Scrape, earlier: Scrape, names: Sequence[str]) -> Histogram | None:
+    a, b = later.histogram(names), earlier.histogram(names)
+    return a.minus(b) if a is not None and b is not None else None
+
+
+def occupancy(scrapes: Sequence[Scrape]) -> float:
+    """The mean number of running requests over the scrapes."""
+    return fmean(s.first(RUNNING) or 0.0 for s in scrapes) if scrapes else 0.0
+
+
+def window_result(scrapes: Sequence[Scrape], trials: int, started_at: float, model: str = "") -> BenchResult:
+    """``scrapes`` (in time order) cut into ``trials`` sub-windows of equal scrape count → one level at the
+    window's occupancy, one trial per sub-window. Fewer than two scrapes a sub-window: no level."""
+    per = (len(scrapes) - 1) // max(trials, 1)
+    level = max(1, round(occupancy(scrapes)))
+    out = []
+    for i in range(trials if per >= 1 else 0):
+        part = scrapes[i * per:(i + 1) * per + 1]
+        out.append(_trial(part, level, i + 1, started_at + part[0].at - scrapes[0].at))
+    levels = (LevelResult(level, tuple(out)),) if out else ()
+    return BenchResult(url=PASSIVE_URL, model=model, input_tokens=0, output_tokens=0, started_at=started_at,
+                       levels=levels)
+
+
+def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) -> TrialResult:
+    first, last = part[0], part[-1]
+    wall = max(last.at - first.at, 1e-9)
+    generated = (last.first(GENERATION) or 0.0) - (first.first(GENERATION) or 0.0)
+    prompt = (last.first(PROMPT) or 0.0) - (first.first(PROMPT) or 0.0)
+    running = occupancy(part)
+    queued = max(s.first(QUEUED) or 0.0 for s in part)
+    per_request = generated / wall / running if running > 0 else 0.0
+    e2e = _delta(last, first, E2E)
+    finished = int(e2e.count) if e2e is not None else 0
+    invalid = None
+    if generated <= 0 or running <= 0:
+        invalid = "nothing was generated in this part of the window (no users)"
+    elif queued > 0:
+        invalid = f"users queued ({queued:g} waiting): the server was saturated, its speed then is not comparable"
+    return TrialResult(
+        concurrency=level, trial=index, started_at=started_at, wall_s=wall,
+        requests_ok=finished, requests_failed=0, output_tokens=int(generated), input_tokens=int(prompt),
+        output_tok_s=per_request * level, input_tok_s=prompt / wall, per_request_tok_s=Percentiles(mean=per_request),
+        ttft_s=_percentiles(_delta(last, first, TTFT)), itl_s=_percentiles(_delta(last, first, ITL)),
+        tpot_s=Percentiles(), e2e_s=_percentiles(e2e), invalid_reason=invalid,
+    )

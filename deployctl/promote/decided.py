@@ -1,0 +1,75 @@
+"""What the judge decided, as stored with the release: the verdict, each level's interval, the policy and
+the noise in force. The reports show this, not a recomputation under today's inventory.
+
+The runner records it as the release's ``note`` event ``verdict`` after each judgement (the last one is the
+verdict the promote acted on), in the ledger's existing events table. ``verdict`` inside it is the judge's
+own serialised form (``judge.verdict.Verdict.to_dict``), kept whole so whatever the judge adds to it
+flows through (``reporting.story`` reads the levels' states and intervals out of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from deployctl.promote.records import Event
+
+VERDICT_EVENT = "verdict"
+
+
+@dataclass(frozen=True)
+class Decided:
+    outcome: str
+    policy: Mapping[str, Any]  # the judge policy in force (JudgePolicy.model_dump)
+    noise: Mapping[str, Any]  # the learned σ per level the judge pooled in ({"8": {"sigma", "df"}})
+    verdict: Mapping[str, Any]  # the judge's own serialised verdict
+
+    def to_detail(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "policy": dict(self.policy), "noise": dict(self.noise),
+                "verdict": dict(self.verdict)}
+
+    @classmethod
+    def from_detail(cls, detail: Mapping[str, Any]) -> "Decided":
+        verdict = detail.get("verdict") or {}
+        return cls(str(detail.get("outcome") or verdict.get("outcome") or "?"), detail.get("policy") or {},
+                   detail.get("noise") or {}, verdict)
+
+    def policy_line(self) -> str:
+        """The policy in force, in one line: what a reader needs to read the intervals."""
+        p = self.policy
+        if not p:
+            return "judge policy: not stored"
+        parts = [f"metric {p.get('metric', '?')}", f"limit −{p.get('limit_pct', '?'):g} %"
+                 if isinstance(p.get("limit_pct"), (int, float)) else "limit ?",
+                 f"{100 * float(p.get('confidence', 0.95)):g} % intervals",
+                 f"false fail {p.get('false_fail', '?')}", f"miss {p.get('miss', '?')}",
+                 f"{p.get('min_trials', '?')}–{p.get('max_trials', '?')} trials"]
+        overrides = p.get("levels") or {}
+        for c, rule in sorted(overrides.items(), key=lambda kv: int(kv[0])):
+            if isinstance(rule, Mapping) and rule.get("limit_pct") is not None:
+                parts.append(f"C={c} limit −{rule['limit_pct']:g} %")
+        return "judge policy in force: " + ", ".join(parts)
+
+    def noise_line(self) -> str:
+        """The noise estimate in force: the learned σ per level, and what the judge's verdict says of its own."""
+        parts = [f"C={c}: σ {100 * float(n['sigma']):.2f} % ({n['df']} df)"
+                 for c, n in sorted(self.noise.items(), key=lambda kv: int(kv[0]))
+                 if isinstance(n, Mapping) and "sigma" in n and "df" in n]
+        said = self.verdict.get("noise")  # the judge's own account, where it gives one
+        text = "learned noise in force: " + ("; ".join(parts) if parts else "none (the trials' own spread only)")
+        if isinstance(said, Mapping) and said:
+            text += "; judge: " + ", ".join(f"{k} {v}" for k, v in sorted(said.items()) if not isinstance(v, Mapping))
+        elif isinstance(said, str) and said:
+            text += f"; judge: {said}"
+        return text
+
+
+def decided(events: Iterable[Event]) -> Decided | None:
+    """The verdict the promote acted on (its last judgement), or None when none was stored (a release
+    recorded before verdicts were stored, or one never judged)."""
+    found = None
+    for e in events:
+        if e.kind == "note" and e.name == VERDICT_EVENT:
+            found = e
+    return Decided.from_detail(found.detail) if found is not None else None
+
