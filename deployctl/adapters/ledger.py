@@ -453,6 +453,28 @@ class Ledger:
             (deployment, host, bench_key, *exclude_releases, limit))
         return [_bench(r) for r in reversed(rows)]
 
+    def restart_pairs(
+        self, *, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int], limit: int = 24
+    ) -> list[tuple[StoredBench, StoredBench]]:
+        """The newest measurements of one unit on two server starts, oldest first: per release, its fresh
+        baseline and then, after a restart, the same unit again — the rollback's verification, or an A/A
+        promote's candidate (its unit hash the baseline's; the latest of its merged rounds). What
+        ``deployctl.judge.noise.learn_restart`` learns the between-restart σ from."""
+        marks = ",".join("?" * len(exclude_releases)) or "-1"
+        rows = self._rows(
+            "SELECT b.release_id AS rid, b.id AS before_id, (SELECT a.id FROM benchmarks a WHERE a.release_id = b.release_id"
+            "   AND a.host IS b.host AND a.unit_hash = b.unit_hash AND (a.role = 'verify'"
+            "   OR (a.role = 'candidate' AND a.bench_key = b.bench_key)) ORDER BY a.at DESC, a.id DESC LIMIT 1) AS after_id"
+            " FROM benchmarks b JOIN releases r ON r.id = b.release_id"
+            " WHERE b.role = 'baseline' AND r.deployment=? AND b.host IS ? AND b.bench_key=? AND b.reused_from IS NULL"
+            f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
+            (deployment, host, bench_key, *exclude_releases, 4 * limit))
+        ids = [(r["before_id"], r["after_id"]) for r in rows if r["after_id"] is not None][:limit]
+        by_id = {r["id"]: _bench(r) for r in self._rows(
+            f"SELECT * FROM benchmarks WHERE id IN ({','.join('?' * (2 * len(ids))) or '-1'})",
+            tuple(i for pair in ids for i in pair))}
+        return [(by_id[b], by_id[a]) for b, a in reversed(ids)]
+
 
 def _release(row: sqlite3.Row) -> Release:
     return Release(

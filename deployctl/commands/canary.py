@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
@@ -27,12 +27,13 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
 from deployctl.commands._upload import refuse_lasting_use
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import add_deployment, complete_deployments
 from deployctl.commands.promote import abort_request, promote
-from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, exit_code_of
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
+from deployctl.live.canary import rebaseline as pin_reference
 from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
@@ -47,6 +48,11 @@ NAME = "canary"
 T = TypeVar("T")
 HELP = "the scheduled canary: watch the live release, try the pending candidate once (for timers and cron)"
 DESCRIPTION = """\
+`deployctl canary DEPLOYMENT` (or --all) runs once, now; `deployctl canary install DEPLOYMENT [--every
+PERIOD]` schedules it: writes deployctl-canary@.service and .timer with this installation's paths and
+enables deployctl-canary@DEPLOYMENT.timer over D-Bus (PERIOD: 1min at least; 15min, 6h, 1d; default 6h).
+--every only schedules: given to a run, it is refused rather than ignored.
+
 Run by a timer or cron, once per deployment (or --all):
 
 1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
@@ -81,6 +87,7 @@ examples:
   deployctl canary install glm5 --every 6h   # write + enable deployctl-canary@glm5.timer
   deployctl canary glm5                 # one run, as the timer does it
   deployctl canary --all -v             # every deployment, saying what happened
+  deployctl canary rebaseline glm5      # pin the live release's reference, measured now
   journalctl SYSLOG_IDENTIFIER=deployctl DEPLOYCTL_VERDICT=degraded
 """
 # Most serious first: the code an --all run exits with.
@@ -101,13 +108,15 @@ def most_serious(codes: list[int]) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
-                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer")
+                        help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now"
+                        ).completer = _complete_target  # type: ignore[attr-defined]
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
-    parser.add_argument("--every", metavar="PERIOD", default="6h",
+    parser.add_argument("--every", metavar="PERIOD", default=None,
                         help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
 
 
@@ -129,6 +138,12 @@ class Run:
         return VERDICT.get(self.code, "error")
 
 
+def _complete_target(prefix: str, parsed_args: argparse.Namespace, **kwargs: Any) -> list[str]:
+    """The words before a deployment (install, rebaseline), then the inventory's deployments."""
+    words = [] if getattr(parsed_args, "target", None) else [w for w in ("install", "rebaseline") if w.startswith(prefix)]
+    return words + complete_deployments(prefix, parsed_args, **kwargs)
+
+
 def _targets(args: argparse.Namespace) -> list[str]:
     """The positional words, with -d DEPLOYMENT as the last one (`canary -d glm5`, `canary install -d glm5`)."""
     return [*args.target, *([args.deployment] if args.deployment else [])]
@@ -138,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.target[:1] == ["rebaseline"]:
+        return rebaseline(args)
+    if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
+        raise UsageError(f"--every {args.every} schedules the canary; this runs it once, now",
+                         hint=f"deployctl canary install {' '.join(args.target) or 'DEPLOYMENT'} --every {args.every}")
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
@@ -164,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
 def install(args: argparse.Namespace) -> int:
     if len(args.target) != 2:
         raise InputError("say which deployment: `deployctl canary install DEPLOYMENT --every 6h`")
+    args.every = args.every or "6h"
     try:
         calendar, delay_s = every_to_calendar(args.every)
     except ValueError as exc:
@@ -182,6 +203,25 @@ def install(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {w}" for w in written[:-1]))
     print(f"{written[-1]} enabled: a canary of {site.name} every {args.every} ({calendar}, up to {delay_s} s later); "
           f"see `systemctl list-timers {written[-1]}`")
+    return ExitCode.OK
+
+
+def rebaseline(args: argparse.Namespace) -> int:
+    if len(args.target) != 2:
+        raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
+    site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
+
+    async def pin(lock: DeploymentLock) -> str:
+        with Ledger.open(site.state_dir) as ledger:
+            async with live_adapters(site, None) as adapters:
+                await recover_first(ledger, site, adapters, NAME)
+                live_id = adopt_installed(ledger, site)
+                if live_id is None:
+                    raise InputError(f"{site.unit} is not installed: there is no live release to rebaseline")
+                return await _stoppable(pin_reference(ledger, site, adapters, ledger.get(live_id)), lock)
+
+    with locked(site, NAME) as lock:
+        print(asyncio.run(pin(lock)))
     return ExitCode.OK
 
 

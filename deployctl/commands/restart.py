@@ -9,14 +9,13 @@ import sys
 
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import (
-    add_site_arguments,
     locked,
     recover_held,
     refuse_if_failed,
     say,
     state_dir,
 )
-from deployctl.commands.options import add_profile
+from deployctl.commands.options import add_deployment_and_profile, profile_for_lone_word
 from deployctl.errors import InputError, JobFailed
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
 from deployctl.live.site import Site, make_site
@@ -45,8 +44,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_site_arguments(parser)
-    add_profile(parser, default=None, help="the profile to install (default: the installed unit's)")
+    add_deployment_and_profile(parser, default=None, help="the profile to install (default: the installed unit's)")
     parser.add_argument("--timeout", metavar="S", type=float, default=None,
                         help="seconds to wait for readiness (default: policy gates.startup_timeout_s)")
     parser.add_argument("--adopt", action="store_true",
@@ -55,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+    inv = load_inventory_from_args(args)
+    profile_for_lone_word(args, inv.deployments)  # `restart baseline -d glm5`
+    site = make_site(inv, args.deployment, state_dir(args))
     with locked(site, NAME):
         recovered = recover_held(site, NAME)
         say([r.line for r in recovered])

@@ -11,11 +11,19 @@ noisier is seen at once.
 What the ledger stores per (deployment, level, metric) is a ``NoiseEstimate``: ``sigma`` (of the log
 trial values) and ``df``. ``learn`` folds a new A/A sample into a stored estimate; the prior's weight is
 capped (``MAX_PRIOR_DF``) so that old history never drowns what the host does now.
+
+A second component no within-run spread can show is the **restart** offset: each server start has its
+own speed, and the baseline and the candidate always run on two starts. ``restart_pair`` reads it off
+two measurements of the same unit on two starts (a rollback's verification against the baseline before
+the promote, an A/A promote's candidate against its baseline); ``learn_restart`` pools such pairs into
+a ``RestartNoise``, with ``DEFAULT_RESTART_SIGMA`` weighing as ``DEFAULT_RESTART_WEIGHT`` pairs so the
+estimate moves off the default as the host's own pairs come in.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from scipy.special import ndtri
@@ -23,8 +31,11 @@ from scipy.special import ndtri
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.pooling import NOTHING, shared_spreads
-from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, outlier_indices, pool
-from deployctl.judge.verdict import METRICS, critical_count, false_fail_per_test, sweep_spreads
+from deployctl.judge.stats import (
+    DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, effective_df, outlier_indices,
+    pool,
+)
+from deployctl.judge.verdict import METRICS, critical_count, false_fail_per_test, sweep_shock, sweep_spreads
 
 
 def sample_sum_of_squares(values: Sequence[float]) -> tuple[float, int]:
@@ -74,22 +85,23 @@ def plan_z(false_fail: float, miss: float, levels: int) -> float:
 
 def planned_trials(
     sigma: float | None, limit_log: float, *, false_fail: float, miss: float, least: int, most: int,
-    levels: int = 1,
+    levels: int = 1, restart_sigma: float = 0.0,
 ) -> int:
     """Baseline trials for a design that separates 0 from twice the limit (``plan_z``).
 
     The baseline's count is fixed before the candidate runs, and the candidate may run up to ``most``
     trials: the baseline is the smallest (at least ``least``) with which ``most`` candidate trials reach
-    that separation, ``1/n_b + 1/most ≤ (2·limit / (σ·plan_z))²``; the sequential candidate stops sooner
-    whenever the trials are clear. Past that, or without any σ: ``most``.
+    that separation, ``σ²·(1/n_b + 1/most) + 2·σ_restart² ≤ (2·limit / plan_z)²``; the sequential
+    candidate stops sooner whenever the trials are clear. Past that, or without any σ: ``most``.
     """
     if sigma is None:
         return most
     if sigma <= 0:  # identical trials: nothing to separate from
         return least
     z = plan_z(false_fail, miss, levels)
+    room = (2 * limit_log / z) ** 2 - 2 * restart_sigma ** 2
     for n in range(least, most):
-        if 1 / n + 1 / most <= (2 * limit_log / (sigma * z)) ** 2:
+        if sigma ** 2 * (1 / n + 1 / most) <= room:
             return n
     return most
 
@@ -122,7 +134,8 @@ def first_stage_trials(
 
 
 def baseline_plan(
-    policy: JudgePolicy, measured: BenchResult, learned: Mapping[int, NoiseEstimate]
+    policy: JudgePolicy, measured: BenchResult, learned: Mapping[int, NoiseEstimate],
+    restart: RestartNoise = DEFAULT_RESTART,
 ) -> dict[int, int]:
     """Valid baseline trials each level should have, sized from the noise ``measured`` shows so far.
 
@@ -131,31 +144,56 @@ def baseline_plan(
     level apart, ``pooling``) and with the learned σ, goes into the fixed design's sample size
     (``planned_trials``); the judge later uses all the trials, so the pilot costs its error rates
     nothing (a sample variance tells nothing of its mean). With too little to go on (fewer than
-    ``MIN_PLAN_DF`` degrees of freedom: one or two levels with nothing learned): ``max_trials``.
+    ``MIN_PLAN_DF`` effective degrees of freedom: one or two levels with nothing learned, or levels
+    that move together trial by trial): ``max_trials``. ``restart``: the between-restart σ the judge
+    will add, which no baseline trial averages away.
     """
     levels = [lv.concurrency for lv in measured.levels]
     if policy.baseline_trials is not None:
         return {c: policy.baseline_trials for c in levels}
     spreads = sweep_spreads(measured, None, policy.metric)
-    shared = shared_spreads(spreads)
+    shared = shared_spreads(spreads, shock=sweep_shock(measured, None, policy.metric))
     false_fail = false_fail_per_test(policy, levels)
     decisive = critical_count(policy, levels)
     plan = {}
     for c in levels:
         own = spreads.get(c, NOTHING) + (shared[c].spread if c in shared else NOTHING)
-        noise = pool(learned.get(c), own.ss, own.df)
-        sigma = noise.sigma if noise is not None and noise.df >= MIN_PLAN_DF else None
+        prior = learned.get(c)
+        noise = pool(prior, own.ss, own.df)
+        df = _effective(noise.df, shared[c].components if c in shared else (), prior) if noise is not None else 0
+        sigma = noise.sigma if noise is not None and df >= MIN_PLAN_DF else None
         limit = policy.rule_for(c).limit_pct or policy.limit_pct
         plan[c] = planned_trials(
             sigma, -math.log1p(-min(limit, 99.0) / 100),
             false_fail=false_fail, miss=policy.miss, least=policy.min_trials, most=policy.max_trials,
-            levels=decisive,
+            levels=decisive, restart_sigma=_planned_restart(restart),
         )
     return plan
 
 
+def _planned_restart(restart: RestartNoise) -> float:
+    """The restart σ a baseline is sized for: the host's learned one; the default only guards the test.
+
+    Sizing for the default as well put a brand-new host's baseline at σ = 3 % on the knife edge between
+    2 and 3 trials a level (the default sweep's cost 51 % of the fixed design instead of 50 %); the
+    sequential candidate still adds the trials a wider test needs.
+    """
+    return restart.sigma if restart.df is not None else 0.0
+
+
+def _effective(df: int, components: Sequence, prior: NoiseEstimate | None) -> float:
+    """The pool's effective df, as ``stats.log_ratio_interval`` counts it (the levels' shared shock allowed for)."""
+    if not components:
+        return df
+    k = min(prior.df, MAX_PRIOR_DF) if prior is not None else 0
+    parts = [(p.ss, p.df) for p in components] + ([(prior.sigma ** 2 * k, k)] if prior is not None and k else [])
+    found = effective_df(parts)
+    return df if math.isinf(found) else min(float(df), found)
+
+
 def baseline_top_up(
-    policy: JudgePolicy, measured: BenchResult, learned: Mapping[int, NoiseEstimate]
+    policy: JudgePolicy, measured: BenchResult, learned: Mapping[int, NoiseEstimate],
+    restart: RestartNoise = DEFAULT_RESTART,
 ) -> dict[int, int]:
     """The baseline trials of the next round: one at each level whose plan wants more, never past ``max_trials``.
 
@@ -166,7 +204,7 @@ def baseline_top_up(
     """
     metric = METRICS[policy.metric].value
     out = {}
-    for c, want in baseline_plan(policy, measured, learned).items():
+    for c, want in baseline_plan(policy, measured, learned, restart).items():
         level = measured.level(c)
         trials = level.trials if level is not None else ()
         valid = sum(1 for t in trials if t.invalid_reason is None and _positive(metric(t)))
@@ -220,3 +258,89 @@ def learn_history(results: Iterable[BenchResult], metric: str) -> dict[int, Nois
     for result in results:
         known = learn_from(known, result, metric)
     return known
+
+
+# --- the between-restart component -------------------------------------------------------------------
+
+# The default counts as this many restart pairs: a host's first few pairs (each one degree of freedom)
+# move the estimate without a single lucky pair setting it to zero.
+DEFAULT_RESTART_WEIGHT = 4
+
+
+@dataclass(frozen=True)
+class RestartPair:
+    """One unit measured on two server starts: the difference of its sweep means, and what the trials alone
+    make that difference vary by — ``scale`` times the mean square of a trial's mean over the levels, of
+    which ``ss`` over ``df`` is this pair's own estimate (``learn_restart`` pools them over the pairs)."""
+
+    difference: float  # mean over the common levels of (mean log after − mean log before)
+    scale: float  # Σ (1/n_after + 1/n_before) over the levels / levels²
+    ss: float
+    df: int
+
+
+def restart_pair(
+    before: BenchResult, after: BenchResult, metric: str, learned: Mapping[int, NoiseEstimate]
+) -> RestartPair | None:
+    """The restart pair of two measurements of one unit on two starts, None without a common level.
+
+    Per common level the difference of the mean logs, averaged over the levels: a start's offset is
+    shared by its levels. The within-run part of that average's variance comes from ``before``'s trial
+    effect (``pooling.trial_effect``: with levels that share a per-trial shock, the sweep's mean moves
+    with it, not by σ/√L), else from its pooled spread with the learned σ as if the levels were
+    independent.
+    """
+    value = METRICS[metric].value
+    late = {lv.concurrency: [float(v) for t in lv.trials if t.invalid_reason is None and _positive(v := value(t))]
+            for lv in after.levels}
+    diffs, weights = [], []
+    for c, base in aa_samples(before, metric).items():
+        if not late.get(c):
+            continue
+        logs_b, logs_a = [math.log(v) for v in base], [math.log(v) for v in late[c]]
+        diffs.append(sum(logs_a) / len(logs_a) - sum(logs_b) / len(logs_b))
+        weights.append(1 / len(logs_a) + 1 / len(logs_b))
+    if not diffs:
+        return None
+    shock = sweep_shock(before, None, metric)
+    count = len(diffs)
+    scale = sum(weights) / count ** 2
+    if shock.df >= 1:  # L × the variance of a trial's mean over the levels, with any shared shock in it
+        return RestartPair(sum(diffs) / count, scale, shock.ss, shock.df)
+    spreads = sweep_spreads(before, None, metric)
+    ss, df = sum(sp.ss for sp in spreads.values()), sum(sp.df for sp in spreads.values())
+    noise = pool(_mean_estimate(learned, list(spreads)), ss, df)
+    if noise is None:
+        return None
+    return RestartPair(sum(diffs) / count, scale, noise.sigma ** 2 * noise.df, noise.df)
+
+
+def _mean_estimate(learned: Mapping[int, NoiseEstimate], levels: Sequence[int]) -> NoiseEstimate | None:
+    known = [learned[c] for c in levels if c in learned]
+    if not known:
+        return None
+    df = min(min(k.df for k in known), MAX_PRIOR_DF)
+    return NoiseEstimate(math.sqrt(sum(k.sigma ** 2 for k in known) / len(known)), df)
+
+
+def learn_restart(pairs: Sequence[RestartPair]) -> RestartNoise:
+    """The between-restart σ a side from restart pairs (method of moments), the default weighing in.
+
+    Each pair's difference has variance ``2·σ_r² + scale·m`` with ``m`` the within-run mean square of a
+    trial's mean over the levels, pooled over the pairs (one pair's own has a degree of freedom or two:
+    subtracted pair by pair it made a host without any restart effect learn one of 1–2 % by chance, and
+    a one-level promote then caught −10 % 88 % of the time instead of 95 %). The excess, halved, is σ_r²,
+    shrunk towards the default (``DEFAULT_RESTART_WEIGHT`` pairs). Drift between the two measurements
+    counts as restart variance: the baseline and the candidate are measured at two times as well.
+    Without pairs: ``DEFAULT_RESTART``.
+    """
+    used = list(pairs)[-MAX_PRIOR_DF:]
+    if not used:
+        return DEFAULT_RESTART
+    df = sum(p.df for p in used)
+    mean_square = sum(p.ss for p in used) / df if df else 0.0
+    excess = sum(p.difference ** 2 - p.scale * mean_square for p in used) / 2
+    k = DEFAULT_RESTART_WEIGHT
+    sigma2 = max(0.0, (k * DEFAULT_RESTART_SIGMA ** 2 + excess) / (k + len(used)))
+    return RestartNoise(math.sqrt(sigma2), k + len(used),
+                        f"learned from {len(used)} restart pair(s) of this host, the default weighing as {k}")

@@ -39,9 +39,11 @@ from typing import Any, Callable, Iterable, Mapping
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.outcome import LevelState, Outcome
-from deployctl.judge.pooling import Shared, shared_spreads
+from deployctl.judge.pooling import Shared, shared_spreads, trial_effect
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
-from deployctl.judge.stats import ChangeInterval, NoiseEstimate, Spread, log_ratio_interval, outlier_indices, spread
+from deployctl.judge.stats import (
+    DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, Spread, log_ratio_interval, outlier_indices, spread,
+)
 
 
 # Worst first: how level states combine.
@@ -94,6 +96,47 @@ class LevelVerdict:
 
 
 @dataclass(frozen=True)
+class LevelNoise:
+    """The trial-to-trial noise one level was judged with."""
+
+    concurrency: int
+    sigma: float  # within-run σ of the log trial values
+    df: float  # effective degrees of freedom of the standard error
+    pooled_df: int  # degrees of freedom pooled (this level, the sweep's other levels, the learned prior)
+    prior_df: int  # of them learned on this host
+    shared_df: int  # of them from the sweep's other levels
+
+
+@dataclass(frozen=True)
+class NoiseInForce:
+    """The noise estimate the verdict rests on: within-run σ per level, the restart σ, and their sources."""
+
+    restart_sigma: float  # σ of each server start's own offset (log), added twice to every level's variance
+    restart_df: int | None  # None: the default, taken as known
+    restart_source: str
+    levels: tuple[LevelNoise, ...] = ()
+
+    def describe(self) -> str:
+        """One line for the operator: ``noise: within-run σ 1.8–2.2 % (…); restart σ 1.0 % a side (default …)``."""
+        parts = []
+        if self.levels:
+            sigmas = sorted(lv.sigma for lv in self.levels)
+            dfs = sorted(lv.df for lv in self.levels)
+            span = (f"{100 * sigmas[0]:.1f} %" if sigmas[-1] - sigmas[0] < 5e-4
+                    else f"{100 * sigmas[0]:.1f}–{100 * sigmas[-1]:.1f} %")
+            learned = max(lv.prior_df for lv in self.levels)
+            df_span = _df(dfs[0]) if dfs[-1] - dfs[0] < 0.05 else f"{_df(dfs[0])}–{_df(dfs[-1])}"
+            parts.append(f"within-run σ {span} (effective df {df_span}"
+                         + (f", {learned} df of it learned on this host" if learned else ", none learned yet") + ")")
+        parts.append(f"restart σ {100 * self.restart_sigma:.1f} % a side ({self.restart_source})")
+        return "noise: " + "; ".join(parts)
+
+
+def _df(df: float) -> str:
+    return "∞" if math.isinf(df) else f"{df:.1f}".removesuffix(".0")
+
+
+@dataclass(frozen=True)
 class Verdict:
     outcome: Outcome
     levels: tuple[LevelVerdict, ...]
@@ -101,6 +144,7 @@ class Verdict:
     more_trials: dict[int, int] = field(default_factory=dict)  # concurrency → extra candidate trials
     notes: tuple[str, ...] = ()
     drift: "DriftVerdict | None" = None
+    noise: NoiseInForce | None = None
 
     @property
     def final(self) -> bool:
@@ -124,16 +168,22 @@ class DriftVerdict:
 
 def judge(
     baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy,
-    noise: Mapping[int, NoiseEstimate] | None = None,
+    noise: Mapping[int, NoiseEstimate] | None = None, restart: RestartNoise | None = None,
 ) -> Verdict:
-    """Compare the candidate's sweep with the baseline's under ``policy`` (``noise``: learned σ per level)."""
+    """Compare the candidate's sweep with the baseline's under ``policy``.
+
+    ``noise``: the learned within-run σ per level; ``restart``: the between-restart σ (the baseline and
+    the candidate run on two server starts), ``DEFAULT_RESTART`` when the host has not learned one.
+    """
     metric = METRICS[policy.metric]
     learned = noise or {}
-    shared = shared_spreads(sweep_spreads(baseline, candidate, metric.name))
+    restart = restart if restart is not None else DEFAULT_RESTART
+    shared = shared_spreads(sweep_spreads(baseline, candidate, metric.name),
+                            shock=sweep_shock(baseline, candidate, metric.name))
     false_fail = false_fail_per_test(policy, [lv.concurrency for lv in baseline.levels])
     levels = tuple(
         _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency),
-                     shared.get(lv.concurrency), false_fail)
+                     shared.get(lv.concurrency), false_fail, restart)
         for lv in baseline.levels
     )
     notes = tuple(
@@ -143,7 +193,13 @@ def judge(
     )
     if not levels:
         return Verdict(Outcome.INVALID, (), ("the baseline has no levels: nothing to judge",), notes=notes)
-    return _combine(levels, notes)
+    in_force = NoiseInForce(restart.sigma, restart.df, restart.source, tuple(
+        LevelNoise(lv.concurrency, ch.interval.sigma, ch.interval.df,
+                   ch.interval.n_baseline + ch.interval.n_candidate - 2 + ch.interval.shared_df + ch.interval.prior_df,
+                   ch.interval.prior_df, ch.interval.shared_df)
+        for lv in levels for ch in lv.checks[:1] if ch.interval is not None))
+    verdict = _combine(levels, notes)
+    return replace(verdict, noise=in_force, notes=verdict.notes + (in_force.describe(),))
 
 
 def critical_count(policy: JudgePolicy, levels: Iterable[int]) -> int:
@@ -177,8 +233,32 @@ def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: 
     return out
 
 
+def sweep_shock(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> Spread:
+    """The sweep's per-trial effect shared by its levels (``pooling.trial_effect``), on the judgeable trials."""
+    sides = []
+    for side in (baseline, candidate):
+        if side is None:
+            continue
+        by_level = {}
+        for lv in side.levels:
+            if baseline.level(lv.concurrency) is None:
+                continue
+            by_trial = _judgeable_by_trial(lv.trials, METRICS[metric])
+            by_level[lv.concurrency] = {k: math.log(v) for k, v in by_trial.items()}
+        sides.append(by_level)
+    return trial_effect(sides)
+
+
 def _judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
     return _set_aside_outliers(_split(trials, metric)[0])[0]
+
+
+def _judgeable_by_trial(trials: Iterable[TrialResult], metric: Metric) -> dict[int, float]:
+    """The judgeable values by trial number (outliers set aside as ``_judgeable`` does)."""
+    ok = [t for t in trials if t.invalid_reason is None and (v := metric.value(t)) is not None
+          and math.isfinite(v) and v > 0]
+    far = set(outlier_indices([float(metric.value(t)) for t in ok]))  # type: ignore[arg-type]
+    return {t.trial: float(metric.value(t)) for i, t in enumerate(ok) if i not in far}  # type: ignore[arg-type]
 
 
 def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdict:
@@ -223,7 +303,7 @@ def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, in
 
 def _judge_level(
     base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None,
-    shared: Shared | None, false_fail: float,
+    shared: Shared | None, false_fail: float, restart: RestartNoise | None = None,
 ) -> LevelVerdict:
     c = base.concurrency
     rule = policy.rule_for(c)
@@ -252,11 +332,11 @@ def _judge_level(
         wanted = min(policy.min_trials - len(c_ok), budget)
         reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"
         return _unknown(reason, wanted, common)
-    checks = [_check(c, metric, limit, b_ok, c_ok, policy, false_fail, prior, shared.spread if shared else None)]
+    checks = [_check(c, metric, limit, b_ok, c_ok, policy, false_fail, prior, shared, restart)]
     for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct), ("itl_p99_s", policy.itl_p99_limit_pct)):
         if pct is not None and name != metric.name:
             check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy,
-                                   false_fail)
+                                   false_fail, restart)
             if check is not None:
                 checks.append(check)
     state = min((ch.state for ch in checks), key=_SEVERITY.__getitem__)
@@ -313,9 +393,12 @@ def _why(bad: list[tuple[TrialResult, str]]) -> str:
 
 def _check(
     c: int, metric: Metric, limit_pct: float, base: list[float], cand: list[float], policy: JudgePolicy,
-    false_fail: float, prior: NoiseEstimate | None, shared: Spread | None = None,
+    false_fail: float, prior: NoiseEstimate | None, shared: Shared | None = None,
+    restart: RestartNoise | None = None,
 ) -> CheckResult:
-    interval = log_ratio_interval(base, cand, policy.confidence, prior=prior, shared=shared)
+    interval = log_ratio_interval(base, cand, policy.confidence, prior=prior,
+                                  shared=shared.spread if shared is not None else None,
+                                  components=shared.components if shared is not None else (), restart=restart)
     label = f"C={c}" if metric.name == "output_tok_s" else f"C={c} {metric.label}"
     if interval is None:
         return CheckResult(
@@ -351,14 +434,14 @@ def _check(
 def _latency_check(
     c: int,
     metric: Metric, limit_pct: float, base: Iterable[TrialResult], cand: Iterable[TrialResult],
-    policy: JudgePolicy, false_fail: float,
+    policy: JudgePolicy, false_fail: float, restart: RestartNoise | None = None,
 ) -> CheckResult | None:
     b_ok, _ = _split(base, metric)
     c_ok, _ = _split(cand, metric)
     if not b_ok or not c_ok:
         # ITL tails are left out when the client could not prove headroom: nothing to hold against.
         return None
-    return _check(c, metric, limit_pct, b_ok, c_ok, policy, false_fail, None)
+    return _check(c, metric, limit_pct, b_ok, c_ok, policy, false_fail, None, restart=restart)
 
 
 def _split_note(policy: JudgePolicy, false_fail: float) -> str:

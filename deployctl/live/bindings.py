@@ -17,7 +17,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
 from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
@@ -150,11 +150,12 @@ class LiveJudge:
         return GateResult(bool(verdict.passed), tuple(verdict.failures))
 
     def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None,
+        *, restart: RestartNoise | None = None,
     ) -> JudgeResult:
         from deployctl.judge.verdict import judge
 
-        verdict = judge(baseline, candidate, self.policy.judge, noise)
+        verdict = judge(baseline, candidate, self.policy.judge, noise, restart)
         if self.improvement:
             from deployctl.judge.improvement import improvement_verdict
 
@@ -164,8 +165,11 @@ class LiveJudge:
                      _change(lv), lv.state, lv.reason)
             for lv in verdict.levels
         )
-        return JudgeResult(verdict.outcome, tuple(verdict.reasons), tuple(sorted(verdict.more_trials.items())), rows,
-                           verdict.to_dict())
+        # The noise the verdict rests on closes its reasons: printed, stored with the release; the record
+        # (``Verdict.to_dict``) carries it as data (``noise``) for --json and the reports.
+        in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
+        return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
+                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict())
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Outcome | None = None) -> DriftResult:
@@ -175,7 +179,10 @@ class LiveJudge:
         from deployctl.judge.verdict import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
-        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL):
+        # The canary's rollback trial (``improvement``) fails a release that is merely not better: "not
+        # worse than the restored baseline" does not make that FAIL doubtful, and its status quo (the
+        # degraded release stays, alerted) is the conservative side either way.
+        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL) or self.improvement:
             return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
         aba = aba_check(candidate, verify, judged, self.policy.judge)
         return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)
@@ -240,7 +247,8 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
     try:
         yield Adapters(
             units=LiveUnits(systemd, site),
-            bench=LiveBench(site, systemd, getattr(progress, "detail", None)),
+            bench=LiveBench(site, systemd, getattr(progress, "detail", None),
+                            on_progress=guard.renew if guard is not None else None),
             judge=LiveJudge(site.policy, improvement=improvement),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),

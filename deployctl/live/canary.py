@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
+from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.verdict import judge
-from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
+from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.passive_watch import scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
@@ -62,9 +63,20 @@ class WatchReport:
         return self.verdict.reasons if self.verdict else ()
 
 
-async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
+class WatchCheck(Protocol):
+    """Another look at the live release in the same watch, after its speed is measured (the output gate's
+    subset of probes will be one): its own ok / degraded / unclear and reasons, folded into the watch's
+    (``deployctl.judge.watch.with_checks``: the worst outcome wins), stored and reported with it."""
+
+    name: str
+
+    async def __call__(self, site: Site, live: Release) -> CheckVerdict: ...
+
+
+async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release,
+                checks: Sequence[WatchCheck] = ()) -> WatchReport:
     """Passive first: the server's own /metrics over the policy's window while it serves users; a synthetic
-    sweep only when it served nobody over that window (or exports no /metrics)."""
+    sweep only when it served nobody over that window (or exports no /metrics). Then ``checks``."""
     report = await adapters.startup.live_report(site.unit)
     version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
@@ -74,8 +86,15 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
     identity = version_identity(version_key(facts.sglang_version, report))
     scrapes, why = await _window(site)
     if scrapes and not passive.idle(scrapes):
-        return _passive(ledger, site, live, version, identity, scrapes)
-    return await _synthetic(ledger, site, adapters, live, version, identity, why)
+        measured = _passive(ledger, site, live, version, identity, scrapes)
+    else:
+        measured = await _synthetic(ledger, site, adapters, live, version, identity, why)
+    assert measured.verdict is not None
+    verdict = with_checks(measured.verdict, [(check.name, await check(site, live)) for check in checks])
+    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, measured.reference_from),
+                                                     "sglang_version": identity, "mode": measured.mode,
+                                                     "mode_reason": measured.mode_reason})
+    return replace(measured, verdict=verdict)
 
 
 async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
@@ -119,8 +138,6 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
                 series.setdefault(c, []).append(v)
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     ledger.save_bench(live.id, PASSIVE_WATCH, result, **key)
-    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
-                                                     "mode": "passive", "mode_reason": mode_reason})
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "passive", mode_reason)
 
 
@@ -148,10 +165,34 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                       host=site.host, sglang_version=version)
-    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
-                                                     "mode": "synthetic", "mode_reason": mode_reason})
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
                        mode_reason)
+
+
+async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> str:
+    """Pin a new reference of the live release, measured now the way a watch would measure it: a passive
+    window while it serves users, else a sweep at the watch's levels with the judge's full trial budget.
+    Later watches compare with it; what it replaced stays in the ledger. Says what it pinned."""
+    policy = site.policy
+    if not await adapters.bench.healthy(site.url):
+        raise EnvironmentUnfit(f"{site.name}: the live server does not answer /health: nothing to measure",
+                               hint=f"`deployctl status {site.name}`; rebaseline once it serves again")
+    report = await adapters.startup.live_report(site.unit)
+    version = report.sglang_version if report else None
+    key = dict(unit_hash=live.unit_hash, bench_key=bench_key(policy), host=site.host, sglang_version=version)
+    scrapes, _ = await _window(site)
+    if scrapes and not passive.idle(scrapes):
+        result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
+        if not result.levels or sum(t.valid for t in result.levels[0].trials) < policy.judge.min_trials:
+            raise EnvironmentUnfit(f"{site.name}: too little of the window was comparable (users queued, or "
+                                   "nothing generated): no reference pinned", hint="run it again later")
+        ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
+                f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+    result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
+    ledger.save_bench(live.id, REFERENCE, result, **key)
+    levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
+    return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
 
 
 def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:

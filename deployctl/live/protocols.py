@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
@@ -47,7 +47,8 @@ class Bench(Protocol):
 class Judge(Protocol):
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult: ...
     def judge(
-        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None
+        self, baseline: BenchResult, candidate: BenchResult, noise: Mapping[int, NoiseEstimate] | None = None,
+        *, restart: RestartNoise | None = None,
     ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Verdict | None = None) -> DriftResult: ...
@@ -84,6 +85,7 @@ class Guard(Protocol):
     """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
 
     async def arm(self, release_id: int) -> str: ...
+    def renew(self) -> None: ...  # progress: a step, a finished request (cheap, called often)
     async def disarm(self) -> None: ...
 
 

@@ -28,7 +28,7 @@ from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import DeployctlError, RollbackFailed
 from deployctl.judge.noise import (
-    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history,
+    baseline_plan, baseline_top_up, describe_baseline, first_stage_trials, learn_history, learn_restart, restart_pair,
 )
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.reuse import (
@@ -38,7 +38,7 @@ from deployctl.judge.reuse import (
     reuse_decision,
     trial_seconds,
 )
-from deployctl.judge.stats import NoiseEstimate
+from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.decided import VERDICT_EVENT, Decided
@@ -109,6 +109,8 @@ class Runner:
             self.ledger.save_state(self.release_id, state.to_dict())
             self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
             self.a.progress.step(state.phase, describe_action(action, self.plan))
+            if self.a.guard is not None:  # each step is progress: the dead-man's lease runs on
+                self.a.guard.renew()
             t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
             if state.phase is self.crash_after:
@@ -233,6 +235,7 @@ class Runner:
         # the spread so far, pooled over the levels with the learned noise, asks for one more trial at a
         # level or not; each round's trials sharpen the next plan.
         judge, learned = self.plan.policy.judge, self._learned_noise()
+        restart = self._learned_restart(learned)
         first = first_stage_trials(judge, self.plan.policy.bench.concurrency, learned)
         result = await self._traffic(self.plan.url, None, first, "baseline")
         problem = _unusable(result)
@@ -240,7 +243,7 @@ class Runner:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         more: dict[int, int] = {}
         for _ in range(judge.max_trials):  # bounded even if a round brings back no trial
-            asked = baseline_top_up(judge, result, learned)
+            asked = baseline_top_up(judge, result, learned, restart)
             if not asked:
                 break
             extra = await self._traffic(self.plan.url, sorted(asked), asked, "baseline")
@@ -252,7 +255,8 @@ class Runner:
         self.ledger.save_bench(self.release_id, "baseline", result, unit_hash=fingerprint.unit_hash,
                                bench_key=fingerprint.sweep, host=self.plan.host,
                                sglang_version=report.sglang_version if report else None, fingerprint=fingerprint)
-        return m.Succeeded((describe_baseline(first, more),))
+        return m.Succeeded((f"{describe_baseline(first, more)}; restart σ {100 * restart.sigma:.1f} % a side "
+                            f"({restart.source})",))
 
     def _reusable(self, today: BaselineFingerprint) -> StoredBench | None:
         """The stored baseline that may stand in for today's, else None with the reasons in the evidence."""
@@ -300,7 +304,8 @@ class Runner:
         self.evidence.baseline_reused_from = stored.release_id
         self.evidence.reuse = ReuseAccount(
             reused_from=stored.release_id, age_s=self.ledger.now() - stored.at, confirmation_trials=len(levels),
-            baseline_trials=sum(baseline_plan(judge, baseline, noise).values()), trial_s=trial_seconds(trial),
+            baseline_trials=sum(baseline_plan(judge, baseline, noise, self._learned_restart(noise)).values()),
+            trial_s=trial_seconds(trial),
         )
         today = self.evidence.fingerprint
         self.ledger.save_bench(self.release_id, "baseline", baseline, unit_hash=stored.unit_hash,
@@ -355,7 +360,8 @@ class Runner:
     async def _do_JudgeCandidate(self, action: m.JudgeCandidate) -> m.Outcome:
         assert self.evidence.baseline is not None and self.evidence.candidate is not None
         noise = self._learned_noise()
-        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, noise)
+        verdict = self.a.judge.judge(self.evidence.baseline, self.evidence.candidate, noise,
+                                     restart=self._learned_restart(noise))
         self.evidence.judge = verdict
         # What was decided and under what, for the reports to show as it was (not recomputed under a policy
         # or a noise estimate of a later day): the last of these notes is the verdict the promote acted on.
@@ -477,6 +483,17 @@ class Runner:
         stored = self.ledger.aa_benches(deployment=self.plan.deployment, host=self.plan.host,
                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
         return learn_history((b.bench for b in stored), self.plan.policy.judge.metric)
+
+    def _learned_restart(self, learned: Mapping[int, NoiseEstimate]) -> RestartNoise:
+        """The host's between-restart σ, from the ledger's measurements of one unit on two starts (the
+        default until there are any): the baseline and the candidate run on two server starts."""
+        stored = self.evidence.stored_baseline
+        exclude = (self.release_id,) + ((stored.release_id,) if stored is not None else ())
+        rows = self.ledger.restart_pairs(deployment=self.plan.deployment, host=self.plan.host,
+                                         bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
+        metric = self.plan.policy.judge.metric
+        pairs = [pair for before, after in rows if (pair := restart_pair(before.bench, after.bench, metric, learned))]
+        return learn_restart(pairs)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int,
                        role: str) -> BenchResult:

@@ -55,12 +55,11 @@ class Decided:
         parts = [f"C={c}: σ {100 * float(n['sigma']):.2f} % ({n['df']} df)"
                  for c, n in sorted(self.noise.items(), key=lambda kv: int(kv[0]))
                  if isinstance(n, Mapping) and "sigma" in n and "df" in n]
-        said = self.verdict.get("noise")  # the judge's own account, where it gives one
+        # The judge's own account of the noise it used (a field whose name says noise), where it gives one.
+        said = next((v for k, v in sorted(self.verdict.items()) if "noise" in k and v), None)
         text = "learned noise in force: " + ("; ".join(parts) if parts else "none (the trials' own spread only)")
-        if isinstance(said, Mapping) and said:
-            text += "; judge: " + ", ".join(f"{k} {v}" for k, v in sorted(said.items()) if not isinstance(v, Mapping))
-        elif isinstance(said, str) and said:
-            text += f"; judge: {said}"
+        if said is not None:
+            text += "; judge: " + _flat(said)
         return text
 
 
@@ -73,3 +72,14 @@ def decided(events: Iterable[Event]) -> Decided | None:
             found = e
     return Decided.from_detail(found.detail) if found is not None else None
 
+
+def _flat(value: Any, depth: int = 0) -> str:
+    """A stored value in one line: scalars as they are, mappings as ``key value`` pairs (two levels deep)."""
+    if isinstance(value, Mapping):
+        if depth >= 2:
+            return "…"
+        return ", ".join(f"{k} {_flat(v, depth + 1)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+                         if v not in (None, "", [], {}))
+    if isinstance(value, (list, tuple)):
+        return "; ".join(_flat(v, depth + 1) for v in value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

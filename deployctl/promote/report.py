@@ -221,6 +221,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "gate_failures": list(ev.gate_failures),
         "preflight": {"errors": list(ev.preflight.errors), "warnings": list(ev.preflight.warnings)} if ev.preflight else None,
         "verdict": ev.judge.outcome.value if ev.judge else None,
+        "noise": ev.judge.record.get("noise") if ev.judge else None,  # the noise in force (docs/judge.md)
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,

@@ -152,6 +152,12 @@ def phase_spans(events: Sequence[Event], started_at: float, finished_at: float |
     return tuple(PhaseSpan(p.lower(), at - started_at, b - started_at) for (p, at), b in zip(firsts, bounds))
 
 
+def set_aside_trials(runs: Mapping[str, BenchResult]) -> list[str]:
+    """Each invalid trial of the sweeps (by role) and why the judge set it aside (it never counts them)."""
+    return [f"{role} C={t.concurrency} trial {t.trial}: {t.invalid_reason}" for role, run in runs.items()
+            for lv in run.levels for t in lv.trials if not t.valid]
+
+
 def trial_values(trials: Sequence[TrialResult], metric: str = "output_tok_s") -> list[float]:
     value = METRICS[metric].value
     return [v for t in trials if t.valid and (v := value(t)) is not None]

@@ -56,11 +56,12 @@ def strip_journal(line: str) -> str:
 class Unwrapper:
     """Strips wrapper prefixes; remembers the docker-style prefixes proven to wrap SGLang lines."""
 
-    __slots__ = ("_proven", "_last_candidate", "wrapped")
+    __slots__ = ("_proven", "_last_candidate", "_fast", "wrapped")
 
     def __init__(self) -> None:
         self._proven: set[str] = set()
         self._last_candidate: str | None = None
+        self._fast: str | None = None  # the last proven compose prefix, with its "| ": most lines carry it
         self.wrapped = 0  # lines a prefix was removed from
 
     def unwrap(self, line: str) -> str:
@@ -69,17 +70,23 @@ class Unwrapper:
         if line[:1] == "\x1b":  # a coloured collector prefix (docker compose on a terminal)
             line = _ANSI_RE.sub("", line)
         original = line
+        fast = self._fast
+        if fast is not None and line.startswith(fast):
+            rest = line[len(fast):]
+            first = rest[:1]
+            if (first == "[" and rest[1:2].isdigit()) or first == " " or first == "\r":
+                self.wrapped += 1  # the common case: a record, a frame or a meter behind the known prefix
+                return rest
         for _ in range(4):  # combinations: "> svc | 2026-…Z [ts] …"
             before = line
             first = line[:1]
             if first == ">":
                 line = line[2:] if line[1:2] == " " else line[1:]
             elif first.isdigit() and line[4:5] == "-" and line[10:11] == "T":
-                match = _K8S_RE.match(line)
+                line = strip_journal(line)  # journalctl -o short-iso: the stamp, then "host unit[pid]: "
+                match = _K8S_RE.match(line) if line is before else None
                 if match:
                     line = line[match.end():]
-                else:
-                    line = strip_journal(line)
             elif first == "[" and line[1:5] in ("pod/", "rank"):
                 match = _BRACKET_RE.match(line)
                 if match:
@@ -103,6 +110,8 @@ class Unwrapper:
         prefix = match.group(1) + match.group(2)  # the blank line "svc  |" has no space after the bar
         rest = line[match.end():]
         if prefix in self._proven:
+            if match.group(0)[-1:] == " ":
+                self._fast = match.group(0)
             return rest
         if len(self._proven) < _MAX_PREFIXES and (
                 _SGLANG_START_RE.match(rest.lstrip("> ")) or prefix == self._last_candidate):

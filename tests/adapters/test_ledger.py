@@ -136,6 +136,22 @@ def test_aa_benches_are_this_deployments_unchanged_measurements_oldest_first(led
     assert ledger.aa_benches(deployment="glm5", host="h", bench_key="other", exclude_releases=()) == []
 
 
+def test_restart_pairs_are_one_unit_on_two_starts_oldest_first(ledger, clock):
+    rolled, aa, changed, judged = _begin(ledger), _begin(ledger), _begin(ledger), _begin(ledger)
+    for rid, role, unit, key in ((rolled, "baseline", "u", "k"), (rolled, "verify", "u", "verify:[1]"),
+                                 (aa, "baseline", "u", "k"), (aa, "candidate", "u", "k"), (aa, "candidate", "u", "k"),
+                                 (changed, "baseline", "u", "k"), (changed, "candidate", "v", "k"),
+                                 (judged, "baseline", "u", "k"), (judged, "verify", "u", "verify:[1]")):
+        clock.now += 1
+        ledger.save_bench(rid, role, NO_LEVELS, unit_hash=unit, bench_key=key, host="h")
+    found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
+    # a rollback's verification; an A/A promote's candidate (its latest round); not another unit's candidate
+    assert [(b.release_id, b.role, a.role) for b, a in found] == [(rolled, "baseline", "verify"),
+                                                                   (aa, "baseline", "candidate")]
+    assert found[1][1].at == max(b.at for b in ledger.benches(aa) if b.role == "candidate")
+    assert ledger.restart_pairs(deployment="glm5", host="elsewhere", bench_key="k", exclude_releases=()) == []
+
+
 @pytest.mark.parametrize(
     "env,interactive,expected",
     [

@@ -145,8 +145,9 @@ class FakeJudge:
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         return self._gates
 
-    def judge(self, baseline: BenchResult, candidate: BenchResult, noise: Any = None) -> JudgeResult:
-        self.noise = noise
+    def judge(self, baseline: BenchResult, candidate: BenchResult, noise: Any = None, *,
+              restart: Any = None) -> JudgeResult:
+        self.noise, self.restart = noise, restart
         return self.verdicts.pop(0)
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,

@@ -84,10 +84,15 @@ def test_a_6_pct_slowdown_under_users_is_found_from_metrics_alone_without_a_requ
         assert after["other"] > before["other"]
         with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.94"):
             done = _canary(cli)
+            degraded = _last_watch(cli)
+            # The operator accepts the new speed: `canary rebaseline` pins it, and the next watch reads ok.
+            pinned = cli("canary", "rebaseline", NAME, timeout=120)
+            again = _canary(cli)
             served = requests_by_source(dep["port"])  # the slowed server's own count, since its start
         assert users.ok > 0
     assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr
+    assert degraded["mode"] == "passive" and degraded["health"] == "degraded", degraded
+    assert pinned.returncode == 0 and "pinned a passive reference" in pinned.stdout, pinned.stdout + pinned.stderr
+    assert again.returncode == ExitCode.OK, again.stdout + again.stderr
     assert served["deployctl"] == 0 and served["other"] > 0, served
-    watch = _last_watch(cli)
-    assert watch["mode"] == "passive" and watch["health"] == "degraded", watch
     print(f"\n{done.stderr}\nusers: {users.ok} ok, {users.failed} failed (a restart in between)")

@@ -59,3 +59,10 @@ def test_a_story_shows_the_stored_verdict_whatever_the_policy_today() -> None:
     assert again.verdict_source.startswith("RECOMPUTED (--recompute) under POLICY") and "decided FAIL" in again.verdict_source
     old = release_story(_release(), benches, [], policy=today, policy_said="POLICY")
     assert old.verdict_source.startswith("recomputed under POLICY: no verdict was stored")
+
+
+def test_the_judges_own_noise_account_flows_through_to_the_line() -> None:
+    found = Decided("PASS", {}, {}, {"outcome": "PASS", "levels": [],
+                                     "noise": {"within_sigma": 0.012, "restart_sigma": 0.02, "source": "default"}})
+    line = found.noise_line()
+    assert line.startswith("learned noise in force: none") and "restart_sigma 0.02" in line and "source default" in line

@@ -11,7 +11,9 @@ from scipy import stats as scipy_stats
 from support.sweeps import BASE, sweep, trial
 
 from deployctl.inventory.policy import JudgePolicy, LevelRule
-from deployctl.judge.stats import NoiseEstimate, log_ratio_interval, outlier_indices
+from deployctl.judge.stats import (
+    DEFAULT_RESTART, NoiseEstimate, RestartNoise, effective_df, log_ratio_interval, outlier_indices,
+)
 from deployctl.judge.verdict import (
     LevelState,
     Outcome,
@@ -287,3 +289,35 @@ def test_outliers_need_three_values_and_never_a_majority():
     assert outlier_indices([100.0, 100.5, 60.0]) == [2]
     assert outlier_indices([100.0, 60.0, 61.0, 140.0]) == []  # no clear majority: nothing set aside
     assert outlier_indices([100.0, 97.0, 103.0, 95.5, 104.0]) == []  # ordinary noise stays
+
+
+def test_the_restart_sigma_joins_the_standard_error_and_its_df_never_grows():
+    base, cand = [1000.0, 1010.0, 990.0], [985.0, 995.0, 975.0]
+    plain = log_ratio_interval(base, cand, 0.95)
+    known = log_ratio_interval(base, cand, 0.95, restart=RestartNoise(0.02, None, "default"))
+    learned = log_ratio_interval(base, cand, 0.95, restart=RestartNoise(0.02, 3, "learned"))
+    assert known.se == pytest.approx(math.sqrt(plain.se ** 2 + 2 * 0.02 ** 2))
+    assert known.df == plain.df == 4  # a known part adds no df (plugged in, Satterthwaite's would)
+    parts = [(plain.se ** 2, 4), (2 * 0.02 ** 2, 3)]
+    assert learned.df == pytest.approx(effective_df(parts)) and 3 < learned.df < 4
+    assert known.restart_sigma == 0.02 and "restart σ 2.0 % a side (default)" in known.test
+    assert learned.high - learned.low > known.high - known.low > plain.high - plain.low
+
+
+def test_the_verdict_carries_the_noise_it_rests_on_and_says_which_restart_sigma():
+    policy = JudgePolicy()
+    base = sweep({c: [1000.0 + i, 990.0 - i][:: -1 if i % 2 else 1] for i, c in enumerate((1, 16, 64))})
+    cand = sweep({c: [1001.0 - i, 992.0 + i][:: -1 if i % 3 else 1] for i, c in enumerate((1, 16, 64))})
+    default = judge(base, cand, policy)
+    assert default.noise.restart_sigma == DEFAULT_RESTART.sigma and default.noise.restart_df is None
+    assert default.noise.restart_source.startswith("default")
+    assert [lv.concurrency for lv in default.noise.levels] == [1, 16, 64]
+    assert all(lv.shared_df == 4 and lv.prior_df == 0 for lv in default.noise.levels)
+    assert default.notes[-1].startswith("noise: within-run σ") and "restart σ 0.5 % a side (default" in default.notes[-1]
+    data = default.to_dict()["noise"]
+    assert data["restart_source"].startswith("default") and data["levels"][0]["concurrency"] == 1
+    learned = judge(base, cand, policy, {64: NoiseEstimate(0.01, 8)}, RestartNoise(0.013, 9, "learned from 5"))
+    assert learned.noise.restart_sigma == 0.013 and learned.noise.restart_df == 9
+    assert next(lv for lv in learned.noise.levels if lv.concurrency == 64).prior_df == 8
+    assert "restart σ 1.3 % a side (learned from 5)" in learned.notes[-1]
+    assert "8 df of it learned on this host" in learned.notes[-1]

@@ -10,9 +10,13 @@ import pytest
 
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import (
-    aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn, learn_from, plan_z, planned_trials,
+    DEFAULT_RESTART_WEIGHT, RestartPair, aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn,
+    learn_from, learn_restart, plan_z, planned_trials, restart_pair,
 )
-from deployctl.judge.stats import MAX_PRIOR_DF, NoiseEstimate, pool
+from deployctl.judge.stats import (
+    DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, pool,
+)
+from deployctl.judge.verdict import sweep_shock
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_judge import sweep, trial  # noqa: E402
@@ -88,10 +92,15 @@ def test_the_sizing_separation_is_the_textbook_one_for_one_level_and_the_sweeps_
 LEVELS = (1, 4, 16, 32, 64)
 
 
+def turned(values: list[float], i: int) -> list[float]:
+    """``values`` in another order at every other level: the levels' trials do not move together."""
+    return values[i % len(values):] + values[:i % len(values)] if i % 2 else list(values)
+
+
 def first_stage(spread_pct: float, levels=LEVELS) -> object:
     """Two trials a level, ``spread_pct`` apart: a σ of the logs of about spread_pct / √2 %."""
     half = spread_pct / 200
-    return sweep({c: [1000.0 * (1 - half), 1000.0 * (1 + half)] for c in levels})
+    return sweep({c: turned([1000.0 * (1 - half), 1000.0 * (1 + half)], i) for i, c in enumerate(levels)})
 
 
 def test_the_first_stage_pooled_over_the_sweep_sizes_the_rest_of_the_baseline():
@@ -105,7 +114,7 @@ def test_the_first_stage_pooled_over_the_sweep_sizes_the_rest_of_the_baseline():
 
 def test_each_round_of_the_baseline_sharpens_the_next_plan_and_the_budget_ends_it():
     policy = JudgePolicy()
-    noisy_by_chance = sweep({c: [970.0, 1030.0, 1000.0] for c in LEVELS})  # σ 3 %, 10 df: 2 are enough
+    noisy_by_chance = sweep({c: turned([970.0, 1030.0, 1000.0], i) for i, c in enumerate(LEVELS)})  # σ 3 %: 2 do
     assert baseline_top_up(policy, noisy_by_chance, {}) == {}
     really_noisy = sweep({c: [900.0, 1100.0, 1000.0, 950.0, 1050.0] for c in LEVELS})
     assert baseline_plan(policy, really_noisy, {}) == {c: 5 for c in LEVELS}
@@ -120,7 +129,7 @@ def test_one_level_alone_is_too_unsure_to_plan_on_unless_the_host_has_learned_it
 
 def test_a_far_noisier_level_is_sized_on_its_own_spread_and_the_others_still_count_it():
     policy = JudgePolicy()
-    quiet = {c: [995.0, 1005.0] for c in LEVELS[:-1]}
+    quiet = {c: turned([995.0 - i, 1005.0 + i], i) for i, c in enumerate(LEVELS[:-1])}
     plan = baseline_plan(policy, sweep({**quiet, 64: [900.0, 1100.0]}), {})
     assert plan[64] == 5  # on its own: one degree of freedom, too unsure to plan on
     # The others keep its spread in their pool (leaving it out would bias their σ low): more than alone.
@@ -152,3 +161,48 @@ def test_the_baseline_sizing_is_said_in_the_operators_words():
         "baseline: 2 trial(s) a level, then C=1 +1, C=64 +3 where the trials' spread, pooled over the "
         "levels, asked for more")
     assert describe_baseline({1: 5, 64: 2}, {}) == "baseline: C=1 5 trial(s), C=64 2 trial(s)"
+
+
+def test_a_restart_pair_is_the_sweeps_mean_difference_and_its_within_run_variance():
+    before = sweep({1: [1000.0, 1020.0], 64: [2000.0, 1960.0]})  # the levels' trials do not move together
+    after = sweep({1: [1050.0], 64: [2100.0]})  # one verification trial a level, on another start
+    pair = restart_pair(before, after, "output_tok_s", {})
+    b1, b64 = (math.log(1000.0) + math.log(1020.0)) / 2, (math.log(2000.0) + math.log(1960.0)) / 2
+    assert pair.difference == pytest.approx(((math.log(1050.0) - b1) + (math.log(2100.0) - b64)) / 2)
+    effect = sweep_shock(before, None, "output_tok_s")
+    assert (pair.ss, pair.df) == (pytest.approx(effect.ss), 1) and pair.scale == pytest.approx(2 * (1 + 1 / 2) / 4)
+    assert restart_pair(before, sweep({16: [1.0]}), "output_tok_s", {}) is None  # no level in common
+
+
+def test_restart_noise_is_learned_from_pairs_with_the_default_weighing_in():
+    assert learn_restart([]) == DEFAULT_RESTART
+    calm = learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 20)
+    assert calm.df == DEFAULT_RESTART_WEIGHT + 20 and "learned from 20 restart pair(s)" in calm.source
+    assert calm.sigma == pytest.approx(DEFAULT_RESTART_SIGMA * math.sqrt(DEFAULT_RESTART_WEIGHT / 24))
+    # Pairs 4 % apart; the within-run mean square pooled over the pairs (2e-4, scale 0.5): 2σ² ≈ 0.0016 − 0.0001.
+    moved = learn_restart([RestartPair(0.04, 0.5, 1e-4, 1), RestartPair(-0.04, 0.5, 3e-4, 1)] * 10)
+    expected = (DEFAULT_RESTART_WEIGHT * DEFAULT_RESTART_SIGMA ** 2 + 20 * (0.0016 - 1e-4) / 2) / 24
+    assert moved.sigma == pytest.approx(math.sqrt(expected))
+    assert learn_restart([RestartPair(0.0, 1.0, 1.0, 1)] * 30).sigma == 0.0  # never below zero
+    assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 40).df == DEFAULT_RESTART_WEIGHT + MAX_PRIOR_DF
+
+
+def test_the_restart_noise_ledger_form_round_trips_and_rejects_nonsense():
+    learned = RestartNoise(0.012, 9, "learned from 5 restart pair(s)")
+    assert RestartNoise.from_dict(learned.to_dict()) == learned
+    assert RestartNoise.from_dict(DEFAULT_RESTART.to_dict()) == DEFAULT_RESTART
+    for bad in ({"sigma": -0.01, "df": 3}, {"sigma": 0.01, "df": 0}):
+        with pytest.raises(ValueError):
+            RestartNoise.from_dict(bad)
+
+
+def test_a_learned_restart_sigma_enlarges_the_baseline_the_default_does_not():
+    policy = JudgePolicy()
+    quiet = first_stage(4.0)  # σ ≈ 2.8 %: 2 trials a level with no restart variance
+    assert baseline_plan(policy, quiet, {}) == {c: 2 for c in LEVELS}
+    assert baseline_plan(policy, quiet, {}, DEFAULT_RESTART) == {c: 2 for c in LEVELS}
+    learned = RestartNoise(0.012, 12, "learned")
+    assert all(n > 2 for n in baseline_plan(policy, quiet, {}, learned).values())
+    limit = -math.log(0.95)
+    kw = dict(false_fail=0.002, miss=0.05, least=2, most=5, levels=5)
+    assert planned_trials(0.01, limit, **kw, restart_sigma=0.03) == 5  # the restart alone exceeds the room

@@ -9,8 +9,8 @@ from scipy import stats as scipy_stats
 from support.sweeps import sweep
 
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.pooling import far_noisier, shared_spreads
-from deployctl.judge.stats import Spread, log_ratio_interval, spread
+from deployctl.judge.pooling import SHOCK_ALPHA, far_noisier, shared_spreads, shares_shock, trial_effect
+from deployctl.judge.stats import Spread, effective_df, log_ratio_interval, spread
 from deployctl.judge.verdict import LevelState, Outcome, judge, false_fail_per_test
 
 LEVELS = (1, 4, 16, 32, 64)
@@ -60,9 +60,10 @@ def test_pooling_gives_a_one_look_interval_the_df_of_the_whole_sweep():
 
 
 def test_a_brand_new_host_decides_a_neutral_sweep_in_two_trials_a_side():
-    # Five levels of 2 + 2 trials at ~3 % noise: alone each has 2 df (t₀.₉₉ = 6.96) and asks for more;
-    # pooled they have 10 and pass.
-    values = {c: ([1000.0 + i, 960.0 + i], [1013.0 - i, 973.0 - i]) for i, c in enumerate(LEVELS)}
+    # Five levels of 2 + 2 trials at ~3 % noise, the levels' trials not moving together: alone each has
+    # 2 df (t₀.₉₉ = 6.96) and asks for more; pooled they have 10 and pass.
+    values = {c: ([1000.0 + i, 960.0 + i][::-1 if i % 2 else 1], [1013.0 - i, 973.0 - i][::1 if i % 3 else -1])
+              for i, c in enumerate(LEVELS)}
     base = sweep({c: b for c, (b, _) in values.items()})
     cand = sweep({c: k for c, (_, k) in values.items()})
     v = judge(base, cand, JudgePolicy())
@@ -70,6 +71,36 @@ def test_a_brand_new_host_decides_a_neutral_sweep_in_two_trials_a_side():
     assert all(lv.checks[0].interval.df == 10 for lv in v.levels)
     one = judge(sweep({64: values[64][0]}), sweep({64: values[64][1]}), JudgePolicy())
     assert one.outcome is Outcome.INCONCLUSIVE and one.more_trials == {64: 1}
+
+
+def test_levels_that_move_together_trial_by_trial_count_as_one_not_five():
+    # The same spreads, but trial 1 is high and trial 2 low at every level: a shock the levels share.
+    # The pooled σ is the same; its degrees of freedom are the trials' (one a side), not the levels'.
+    values = {c: ([1000.0 + i, 960.0 + i], [1013.0 - i, 973.0 - i]) for i, c in enumerate(LEVELS)}
+    base = sweep({c: b for c, (b, _) in values.items()})
+    cand = sweep({c: k for c, (_, k) in values.items()})
+    v = judge(base, cand, JudgePolicy())
+    assert v.outcome is Outcome.INCONCLUSIVE and v.more_trials == {c: 1 for c in LEVELS}
+    interval = v.levels[0].checks[0].interval
+    assert interval.df == pytest.approx(2.0, abs=0.05)
+    assert "10 pooled, 2 effective: the levels share a per-trial shock" in interval.test
+
+
+def test_the_trial_effect_carries_a_shared_shock_and_its_f_test_decides_whether_it_counts():
+    shocked = [{c: {0: 0.02 + 0.001 * i, 1: -0.02 - 0.001 * i} for i, c in enumerate(LEVELS)}]
+    effect = trial_effect(shocked)
+    assert effect.df == 1 and effect.ss == pytest.approx(5 * 2 * 0.022 ** 2, rel=1e-9)
+    assert trial_effect([{64: {0: 0.0, 1: 0.1}}]).df == 0  # one level: nothing shared to see
+    rest = Spread(8 * 0.01 ** 2, 8)
+    crit = scipy_stats.f.ppf(1 - SHOCK_ALPHA, 1, 8)
+    assert shares_shock(Spread(0.01 ** 2 * crit * 1.001, 1), rest)
+    assert not shares_shock(Spread(0.01 ** 2 * crit * 0.999, 1), rest)
+    # Without that evidence the levels keep their full df; with it, the Satterthwaite df of the parts.
+    spreads = {c: Spread(0.0004, 2) for c in LEVELS}
+    assert shared_spreads(spreads, shock=Spread(0.0001, 2))[64].components == ()
+    parts = shared_spreads(spreads, shock=Spread(0.0015, 2))[64].components
+    assert parts == (Spread(0.0015, 2), Spread(pytest.approx(0.0005), 8))
+    assert effective_df([(p.ss, p.df) for p in parts]) == pytest.approx(0.002 ** 2 / (0.0015 ** 2 / 2 + 0.0005 ** 2 / 8))
 
 
 def test_a_noisy_level_is_judged_on_its_own_trials_with_a_note():

@@ -14,7 +14,9 @@ from support.runner_fakes import (
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
 from deployctl.judge.outcome import Outcome
+from deployctl.judge.stats import DEFAULT_RESTART_SIGMA
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
@@ -125,6 +127,15 @@ def _spread(values: list[float]) -> BenchResult:
     return replace(one, levels=levels)
 
 
+def _apart(result: BenchResult) -> BenchResult:
+    """The first level's trials in reverse order: the levels do not move together trial by trial (a shock
+    they share would leave the sweep's pooled σ with the trials' df, not the levels', docs/judge.md)."""
+    first = result.levels[0]
+    values = [t.output_tok_s for t in first.trials][::-1]
+    flipped = replace(first, trials=tuple(replace(t, output_tok_s=v) for t, v in zip(first.trials, values)))
+    return replace(result, levels=(flipped, *result.levels[1:]))
+
+
 @pytest.mark.parametrize("history,rounds,role", [([1000.0, 1003.0, 998.0, 1001.0, 999.0], 0, "baseline"),
                                                 ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3, "baseline"),
                                                 ([1000.0, 1100.0, 930.0, 1060.0, 950.0], 3, "watch")])
@@ -134,7 +145,7 @@ async def test_learned_noise_sizes_the_baseline_in_rounds_and_reaches_the_judge(
                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t", finished=True)
     # an earlier baseline, or a canary's watch of the live release: both are A/A samples of this host
     ledger.save_bench(earlier, role, _spread(history), unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
-    pilot = bench({1: 120, 64: 1500}, trials=2, spread=0.01)
+    pilot = _apart(bench({1: 120, 64: 1500}, trials=2, spread=0.01))
     a = adapters(bench_=FakeBench([pilot] + [bench({1: 121, 64: 1490})] * rounds
                                   + [bench({1: 121, 64: 1510}), bench({1: 120})]))
     out, _, _ = await _run(ledger, a, p=p)
@@ -147,6 +158,30 @@ async def test_learned_noise_sizes_the_baseline_in_rounds_and_reaches_the_judge(
     assert a.bench.calls[1:1 + rounds] == [([1, 64], {1: 1, 64: 1})] * rounds
     assert a.bench.calls[1 + rounds] == (None, 2)  # the candidate
     assert set(a.judge.noise) == {1, 64} and a.judge.noise[64].df == 4
+
+
+async def test_the_restart_sigma_is_the_default_until_the_ledger_holds_the_unit_on_two_starts(ledger):
+    p = plan()
+    a = adapters()
+    out, _, _ = await _run(ledger, a, p=p)
+    assert a.judge.restart.df is None and a.judge.restart.source.startswith("default")
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert f"restart σ {100 * DEFAULT_RESTART_SIGMA:.1f} % a side (default" in said
+    # An earlier promote that rolled back: its baseline, then the verification of the restarted unit,
+    # 5 % faster at both levels — a restart offset (or drift) the trials alone do not explain.
+    earlier = ledger.begin_release(deployment=p.deployment, kind="promote", unit_name=p.unit_name,
+                                   unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t", finished=True)
+    ledger.save_bench(earlier, "baseline", _apart(bench({1: 120, 64: 1500}, trials=2, spread=0.01)),
+                      unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
+    ledger.save_bench(earlier, "verify", bench({1: 126, 64: 1575}), unit_hash=p.known_good_hash,
+                      bench_key="verify:[1, 64]", host=p.host)
+    a = adapters()
+    out, _, _ = await _run(ledger, a, p=p)
+    assert a.judge.restart.df == DEFAULT_RESTART_WEIGHT + 1
+    assert a.judge.restart.source.startswith("learned from 1 restart pair(s)")
+    assert a.judge.restart.sigma > DEFAULT_RESTART_SIGMA
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert "(learned from 1 restart pair(s) of this host" in said
 
 
 async def test_preflight_errors_refuse_before_touching_anything(ledger):

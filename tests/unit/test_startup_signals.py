@@ -172,6 +172,7 @@ def test_unwrapper_shapes_and_negatives() -> None:
     assert unwrap("sglang-1  |") == ""
     assert unwrap("2026-01-01T00:00:00.123456789Z [2026-01-01 00:00:00] y") == "[2026-01-01 00:00:00] y"
     assert unwrap("Dec 01 12:00:00 gpu-7 sglang[42]:   File \"/a.py\"") == "  File \"/a.py\""
+    assert unwrap("2026-12-01T12:00:00+00:00 gpu-7 sglang[42]: [2026-01-01 00:00:00] v") == "[2026-01-01 00:00:00] v"
     assert unwrap("> > [2026-01-01 00:00:00] z") == "[2026-01-01 00:00:00] z"
     assert unwrap("\x1b[36msglang-1  | \x1b[0m[2026-01-01 00:00:00] c") == "[2026-01-01 00:00:00] c"
     assert unwrap("[pod/sglang-0/sglang] [2026-01-01 00:00:00 TP1] w") == "[2026-01-01 00:00:00 TP1] w"

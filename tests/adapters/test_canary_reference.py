@@ -1,0 +1,38 @@
+"""A release's reference is fixed once chosen: a later promote attempt's baseline of the same unit does not
+move it (it used to: the newest stored baseline was the reference). The real ledger (SQLite), a real site."""
+
+from __future__ import annotations
+
+from support.sweeps import sweep
+
+from deployctl.adapters.ledger import Ledger
+from deployctl.commands.demo import demo_inventory
+from deployctl.inventory.model import load_inventory
+from deployctl.live.canary import REFERENCE, _reference
+from deployctl.live.site import make_site
+from deployctl.promote.evidence import bench_key
+
+
+def test_the_stored_baseline_is_pinned_at_first_use_and_a_later_one_does_not_move_it(tmp_path):
+    demo_inventory(tmp_path / "inv.yaml")
+    site = make_site(load_inventory(tmp_path / "inv.yaml"), "glm5-sim", tmp_path / "state",
+                     {"DEPLOYCTL_UNIT_DIR": str(tmp_path / "etc")})
+    key = dict(unit_hash="h1", bench_key=bench_key(site.policy), host=site.host, sglang_version="0.5")
+    with Ledger.open(site.state_dir) as ledger:
+        live_id = ledger.begin_release(deployment=site.name, kind="adopted", unit_name=site.unit, unit_text="x",
+                                       unit_hash="h1", who="test", finished=True, live=True, result="kept")
+        other = ledger.begin_release(deployment=site.name, kind="promote", unit_name=site.unit, unit_text="y",
+                                     unit_hash="h2", who="test", previous_id=live_id)
+        ledger.save_bench(other, "baseline", sweep({8: [1000.0, 1001.0]}), **key)
+        live = ledger.get(live_id)
+        first, said = _reference(ledger, site, live, "0.5")
+        assert first is not None and first.levels[0].trials[0].output_tok_s == 1000.0
+        assert "pinned as its reference" in said
+        # a later promote attempt measures the same (now degraded) unit again
+        later = ledger.begin_release(deployment=site.name, kind="promote", unit_name=site.unit, unit_text="z",
+                                     unit_hash="h3", who="test", previous_id=live_id)
+        ledger.save_bench(later, "baseline", sweep({8: [700.0, 701.0]}), **key)
+        again, said = _reference(ledger, site, live, "0.5")
+        assert again is not None and again.levels[0].trials[0].output_tok_s == 1000.0
+        assert said == f"its pinned reference (release {live_id})"
+        assert [b.role for b in ledger.benches(live_id)] == [REFERENCE]
