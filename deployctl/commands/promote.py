@@ -38,6 +38,7 @@ from deployctl.live.protocols import Guard
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
+from deployctl.promote import dead_man as switch
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
 from deployctl.promote.report import (
@@ -143,6 +144,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                    "would_restart": [] if plan.unchanged else [plan.unit_name],
                    "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
                    "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
+                   "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
                    "policy": plan.policy.model_dump(mode="json")})
     else:
         lines = plan_lines(plan)
@@ -154,6 +156,8 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                 lines.append("  pre-flight would let it proceed with the warnings above")
         elif not plan.unchanged:
             lines.append("  pre-flight: skipped (--skip-preflight)")
+        if not plan.unchanged:
+            lines.append(f"  {switch.describe(plan.policy)}")
         if needs_root:
             lines.append("  the real run needs root: it installs the unit in the systemd directories, restarts it "
                          f"over D-Bus and writes the ledger in {site.state_dir}")

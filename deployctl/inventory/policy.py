@@ -152,9 +152,11 @@ class Policy(_Strict):
     gates: StartupGates = Field(default_factory=StartupGates)
     # A rollback verifies the restored baseline with a short sweep at these levels.
     verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
-    # The dead-man's switch: the known-good unit comes back this long after a candidate is installed unless
-    # the controller keeps or rolls back first. None → deployctl.promote.dead_man.bound_s (the worst case).
+    # The dead-man's switch (deployctl.promote.dead_man): a controller with no progress (no step, no finished
+    # request) for dead_man_s is stopped. None → the startup or request timeout, whichever is longer, + 60 s.
     dead_man_s: float | None = Field(default=None, gt=0)
+    # How often PID 1 checks that the controller lives: a dead one's candidate serves at most this long.
+    dead_man_check_s: float = Field(default=30.0, ge=1, le=600)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     bisect: BisectPolicy = Field(default_factory=BisectPolicy)
 

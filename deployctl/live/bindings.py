@@ -246,7 +246,8 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
     try:
         yield Adapters(
             units=LiveUnits(systemd, site),
-            bench=LiveBench(site, systemd, getattr(progress, "detail", None)),
+            bench=LiveBench(site, systemd, getattr(progress, "detail", None),
+                            on_progress=guard.renew if guard is not None else None),
             judge=LiveJudge(site.policy, improvement=improvement),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),

@@ -76,6 +76,7 @@ class Guard(Protocol):
     """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
 
     async def arm(self, release_id: int) -> str: ...
+    def renew(self) -> None: ...  # progress: a step, a finished request (cheap, called often)
     async def disarm(self) -> None: ...
 
 

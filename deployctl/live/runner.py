@@ -106,6 +106,8 @@ class Runner:
             self.ledger.save_state(self.release_id, state.to_dict())
             self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
             self.a.progress.step(state.phase, describe_action(action, self.plan))
+            if self.a.guard is not None:  # each step is progress: the dead-man's lease runs on
+                self.a.guard.renew()
             t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
             if state.phase is self.crash_after:

@@ -68,6 +68,7 @@ class State:
     # Version cues that rest on something missing from a line ("… without avail mem="): held until the
     # next line shows that this one was not cut short (a cut last line is no evidence).
     pending_cues: list[str] = field(default_factory=list)
+    stated_version: tuple[str, str] | None = None  # (version, the line that states it)
 
     def mark(self, phase: str, rec: Record) -> None:
         if phase not in self.phase_start and rec.ts is not None:
