@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from support.clirun import free_port
+from support.promtool import binary
 from support.users import UserLoad, requests_by_source
 
 from deployctl.inventory.policy import PrometheusSource
@@ -28,16 +25,6 @@ ENV = {"SGLANG_SIM_SPEED": "0.2", "SGLANG_SIM_SEED": "7", "SGLANG_SIM_TIME_SCALE
        "SGLANG_SIM_GPU_NAME": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "SGLANG_SIM_GPU_COUNT": "4"}
 
 
-def _prometheus() -> str:
-    found = Path(sys.executable).parent / "prometheus"
-    tool = str(found) if found.exists() else shutil.which("prometheus")
-    if tool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("prometheus is missing: scripts/bootstrap takes it from Debian's prometheus package")
-        pytest.skip("prometheus is not installed (scripts/bootstrap takes it from Debian's prometheus package)")
-    return tool
-
-
 def _scraped(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?query=up", timeout=2) as resp:
@@ -47,7 +34,7 @@ def _scraped(port: int) -> bool:
 
 
 def test_the_window_read_back_from_prometheus_is_judged_like_a_scraped_one(tmp_path):
-    tool = _prometheus()
+    tool = binary("prometheus")
     sim = launch(QWEN, ENV, str(tmp_path))
     try:
         assert wait_ready(sim), sim.log()[-2000:]
