@@ -418,7 +418,7 @@ class StartupParser:
             unwrapped_lines=self._unwrapper.wrapped,
             quantization=quant,
             quantization_source=quant_source,
-            speculative=header.speculative(args or {}, bool(st.capture.begun & _DRAFT_GRAPHS)),
+            speculative=header.speculative(args or {}, bool(st.capture.begun & _DRAFT_GRAPHS), st.draft_class),
         )
 
     def _info_mrr(self) -> int | None:

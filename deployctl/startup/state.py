@@ -50,6 +50,7 @@ class State:
     model_class: str | None = None
     weights_gb: float | None = None
     weights_rank: int | None = None
+    draft_class: str | None = None  # a second Load weight end's type: the speculative draft model
     capture: CaptureLog = field(default_factory=CaptureLog)
     moe: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     deprecations: dict[str, Deprecation] = field(default_factory=dict)
