@@ -102,6 +102,16 @@ class WebhookPolicy(_Strict):
     timeout_s: float = Field(default=5.0, gt=0, le=60)
 
 
+class PrometheusSource(_Strict):
+    """A Prometheus server that scrapes the deployment's SGLang: the passive watch reads its query API
+    instead of the server's /metrics (a window back from now, no waiting)."""
+
+    url: str = Field(pattern=r"^https?://", description="the Prometheus server, e.g. http://prometheus:9090")
+    # PromQL label matchers that pick this deployment's server out of all it scrapes
+    selector: str = Field(default="", description='e.g. job="sglang",instance="gpu1:30000"',
+                          pattern=r'^[^{}\n]*$')
+
+
 class CanaryPolicy(_Strict):
     """The scheduled canary (``deployctl canary``): watch the live release, try a pending candidate."""
 
@@ -123,6 +133,9 @@ class CanaryPolicy(_Strict):
     # The passive watch reads the server's /metrics over this window (judge.max_trials sub-windows); only a
     # server that served nobody over it gets the synthetic sweep.
     passive_window_s: float = Field(default=60.0, ge=2)
+    # Read the passive window from this Prometheus server (its query API) rather than the server's /metrics;
+    # the window should span two of its scrape intervals per judge trial.
+    prometheus: PrometheusSource | None = None
     webhook: WebhookPolicy | None = None
 
 

@@ -102,7 +102,8 @@ def _model_line(report: StartupReport) -> str | None:
     spec = report.speculative
     if spec is not None:
         text = f"speculative {spec.algorithm or 'decoding (draft graphs captured)'}"
-        details = [f"draft {spec.draft_model}" if spec.draft_model else "",
+        own = f"own draft layers {spec.draft_model_class}" if spec.draft_model_class else ""
+        details = [f"draft {spec.draft_model}" if spec.draft_model else own,
                    f"{spec.num_steps} steps" if spec.num_steps is not None else "",
                    f"topk {spec.eagle_topk}" if spec.eagle_topk is not None else "",
                    f"{spec.num_draft_tokens} draft tokens" if spec.num_draft_tokens is not None else ""]
