@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+import json
+
 import pytest
 import yaml
 from support.promote_world import Cli, healthy, installed_profile, one_deployment
@@ -24,6 +26,10 @@ PROFILES = {
     "corrupt": {"extends": "baseline", "env": {"SGLANG_SIM_FAULT": "wrong_sums", "SGLANG_SIM_THROUGHPUT_FACTOR": "1.3"}},
     "fp8kv": {"extends": "baseline", "flags": {"kv-cache-dtype": "fp8_e4m3"}},
     "aa": {"extends": "baseline", "env": {"OMP_NUM_THREADS": "4"}},
+    # four changes, one of which gets the sums wrong at full speed
+    "three-harmless-and-wrong": {"extends": "baseline", "flags": {"enable-metrics": True},
+                                 "env": {"OMP_NUM_THREADS": "4", "TOKENIZERS_PARALLELISM": "false",
+                                         "SGLANG_SIM_FAULT": "wrong_sums"}},
 }
 
 
@@ -97,6 +103,21 @@ def test_two_aa_promotes_are_never_rejected_by_the_gate(world):
         out = cli.json("promote", profile, "-d", DEP)
         assert out["result"] == "kept" and out["output"]["outcome"] == "PASS", out["reasons"]
         assert out["output"]["shift"]["mean_kl"] < 0.001
+
+
+def test_bisect_names_the_change_that_corrupts_the_outputs(world):
+    cli, dep = world
+    cli = Cli(cli.box, cli.inventory.with_name("first.yaml"), cli.state_dir)  # wrong trials skip the sweep
+    done = cli("promote", "three-harmless-and-wrong", "-d", DEP, "--bisect", "--json", timeout=280)
+    assert done.returncode == ExitCode.OK, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["promote"]["result"] == "rejected" and report["promote"]["output"]["outcome"] == "FAIL"
+    found = report["bisect"]
+    assert [c["texts"] for c in found["culprits"]] == [["+ SGLANG_SIM_FAULT=wrong_sums"]], found["culprits"]
+    assert any("output changed" in e for e in found["culprits"][0]["evidence"]), found["culprits"]
+    final = found["trials"][-1]
+    assert final["final"] and final["result"] == "kept" and len(final["changes"]) == 3
+    assert installed_profile(cli.box, dep["unit"]) == "three-harmless-and-wrong-bisected"
 
 
 def test_skip_output_gate(world):
