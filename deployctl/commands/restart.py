@@ -16,7 +16,7 @@ from deployctl.commands._release_verbs import (
     state_dir,
 )
 from deployctl.commands.options import add_deployment_and_profile, profile_for_lone_word
-from deployctl.errors import InputError, JobFailed
+from deployctl.errors import InputError, JobFailed, exit_code_of
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
 from deployctl.live.site import Site, make_site
 from deployctl.startup.journal_line import JournalLine
@@ -61,17 +61,20 @@ def run(args: argparse.Namespace) -> int:
         say([r.line for r in recovered])
         refuse_if_failed(site, recovered)
         installed, report = asyncio.run(_restart(site, args))
+    failure = None if report.ok else JobFailed(
+        f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
+        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
+        if report.invocation_id else f"systemctl status {report.unit}")
     if args.json:
         data = report_json(report, installed)
         data["recovered"] = [r.line for r in recovered]
+        if failure is not None:  # a failure under --json says so in the one document, as every error does
+            data.update(error=failure.message, hint=failure.hint, exit_code=exit_code_of(failure))
         print(json.dumps(data, indent=2))
     else:
         print("\n".join([f"recovered: {r.line}" for r in recovered] + report_lines(report, installed)))
-    if report.ok:
+    if failure is None:
         return 0
-    failure = JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
-                        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
-                        if report.invocation_id else f"systemctl status {report.unit}")
     failure.after_result = True
     raise failure
 

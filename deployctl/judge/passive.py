@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -102,6 +102,24 @@ def parse_scrape(text: str, at: float) -> Scrape:
                 values[sample.name] = values.get(sample.name, 0.0) + sample.value
     histograms = {name: Histogram(tuple(sorted(b.items())), counts.get(name, 0.0), sums.get(name, 0.0))
                   for name, b in buckets.items()}
+    return Scrape(at, values, histograms)
+
+
+def scrape_from_vector(vector: Sequence[Mapping[str, Any]], at: float) -> Scrape:
+    """A Prometheus query API instant vector (``data.result``: ``{"metric": {...}, "value": [t, "v"]}``) of
+    the server's series, as one ``Scrape``: the same sums over label sets as ``parse_scrape``."""
+    values: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for item in vector:
+        labels, value = item["metric"], float(item["value"][1])
+        name = labels.get("__name__", "")
+        values[name] = values.get(name, 0.0) + value
+        if name.endswith("_bucket") and "le" in labels:
+            slot = buckets.setdefault(name[:-len("_bucket")], {})
+            le = float(labels["le"])
+            slot[le] = slot.get(le, 0.0) + value
+    histograms = {base: Histogram(tuple(sorted(b.items())), values.get(f"{base}_count", 0.0),
+                                  values.get(f"{base}_sum", 0.0)) for base, b in buckets.items()}
     return Scrape(at, values, histograms)
 
 

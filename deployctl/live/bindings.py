@@ -19,6 +19,7 @@ from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
+from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
@@ -254,6 +255,7 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
             progress=progress or QuietProgress(),
             host=LiveHostFacts(site),
             guard=guard,
+            outputs=LiveOutputs(site.api_key()),
         )
     finally:
         await systemd.close()

@@ -21,7 +21,7 @@ from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.verdict import judge
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
-from deployctl.live.passive_watch import scrape_once, scrape_window
+from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged, version_identity
@@ -101,6 +101,13 @@ async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
     """The passive window's scrapes (none when the server exports no usable /metrics), and why a sweep of ours
     would be the way to measure it, in words."""
     canary, api_key = site.policy.canary, site.api_key()
+    if canary.prometheus is not None:
+        scrapes = await query_window(canary.prometheus, canary.passive_window_s, site.policy.judge.max_trials)
+        lacking = passive.exports_what_a_watch_needs(scrapes[0]) if scrapes else \
+            f"Prometheus at {canary.prometheus.url} has no sglang: series for {promql(canary.prometheus)}"
+        if lacking:
+            return [], f"synthetic sweep: {lacking}"
+        return scrapes, f"synthetic sweep: the server served nobody over the last {canary.passive_window_s:g} s"
     first = await scrape_once(site.url, api_key)
     lacking = passive.exports_what_a_watch_needs(first) if first is not None else \
         "it serves no /metrics: start SGLang with --enable-metrics to watch it from its users' traffic"
@@ -115,7 +122,8 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
     policy = site.policy
     result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
     level = result.levels[0].concurrency if result.levels else 0
-    mode_reason = f"passive: the server's /metrics over {policy.canary.passive_window_s:g} s of its users' load " \
+    source = f"Prometheus at {policy.canary.prometheus.url}" if policy.canary.prometheus else "the server's /metrics"
+    mode_reason = f"passive: {source} over {policy.canary.passive_window_s:g} s of its users' load " \
                   f"(about {passive.occupancy(scrapes):.1f} running requests), no request of ours"
     pinned = [b for b in ledger.benches(live.id) if b.role == PASSIVE_REFERENCE
               and any(lv["concurrency"] == level for lv in b.result.get("levels", []))]

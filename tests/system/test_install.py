@@ -68,7 +68,7 @@ run which command -v deployctl
 run pytest {VENV}/bin/python -c 'import pytest'
 run ansible {VENV}/bin/python -c 'import ansible'
 run validate deployctl validate
-run render deployctl render -d glm5 --profile baseline
+run render deployctl render glm5 baseline
 run check deployctl check -d qwen35 --json
 run dryrun deployctl promote candidate -d glm5 --dry-run
 run man man deployctl

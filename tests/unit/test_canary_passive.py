@@ -94,3 +94,25 @@ def test_a_slower_release_at_the_same_occupancy_is_degraded():
     verdict = watch_verdict(reference, now, {4: [200.0, 188.0]}, JudgePolicy(limit_pct=3), CanaryPolicy())
     assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.FAIL
     assert verdict.health is Health.DEGRADED
+
+
+def test_a_prometheus_instant_vector_reads_as_the_same_scrape():
+    from deployctl.judge.passive import scrape_from_vector
+
+    text = exposition(1000, 4, ttft=(2, 8, 10))
+    scraped = parse_scrape(text, at=0.0)
+    vector = [{"metric": {"__name__": name, "job": "sglang", **labels}, "value": [0.0, str(value)]}
+              for name, labels, value in (
+                  ("sglang:generation_tokens_total", {"tp_rank": "0"}, 500), ("sglang:generation_tokens_total",
+                                                                              {"tp_rank": "1"}, 500),
+                  ("sglang:num_running_reqs", {}, 4), ("sglang:num_queue_reqs", {}, 0),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "0.1"}, 2),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "0.5"}, 8),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "+Inf"}, 10),
+                  ("sglang:time_to_first_token_seconds_sum", {}, 2.0),
+                  ("sglang:time_to_first_token_seconds_count", {}, 10))]
+    from_prometheus = scrape_from_vector(vector, at=0.0)
+    for name in ("sglang:generation_tokens_total", "sglang:num_running_reqs", "sglang:num_queue_reqs"):
+        assert from_prometheus.values[name] == scraped.values[name], name
+    assert from_prometheus.histograms["sglang:time_to_first_token_seconds"] == \
+        scraped.histograms["sglang:time_to_first_token_seconds"]
