@@ -81,7 +81,8 @@ def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
     done = cli("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert done.returncode == 0, done.stderr
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
-                     "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %"):
+                     "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %",
+                     "dead-man's switch: if the controller dies, the rollback starts within 30 s"):
         assert expected in done.stdout, expected
     plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
