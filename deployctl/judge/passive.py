@@ -8,9 +8,12 @@ knows how to read:
 
 - one level per occupancy: ``concurrency`` is the window's mean number of running requests, rounded, so a
   release is only ever compared with itself at the same occupancy (the reference has levels of its own);
-- one trial per sub-window (the judge's unit of replication): ``output_tok_s`` is the generation tokens per
-  second *per running request* times that occupancy — the aggregate the server gives at exactly that many
-  running requests, whatever the users' count did within it; TTFT / ITL / E2E percentiles come from the
+- one trial per sub-window (the judge's unit of replication): ``output_tok_s`` is the tokens per second
+  *per running request* times that occupancy — the aggregate the server gives at exactly that many running
+  requests, whatever the users' count did within it. Per running request is 1 / the mean inter-token gap
+  (the ITL histogram's sum and count over the sub-window); without one, the generated tokens per second
+  over the running gauge's mean (a few samples of a gauge that dips between requests: noisier — on the
+  simulator sub-windows then varied by up to 10 %). TTFT / ITL / E2E percentiles come from the
   histogram buckets' increase over the sub-window (as PromQL's ``histogram_quantile`` interpolates);
 - a sub-window in which users queued, or in which nothing was generated, is not judged (``invalid_reason``);
 - requests the server aborted (``sglang:num_aborted_requests_total``, newer SGLang) are its errors:
@@ -201,7 +204,11 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
     prompt = (last.first(PROMPT) or 0.0) - (first.first(PROMPT) or 0.0)
     running = occupancy(part)
     queued = max(s.first(QUEUED) or 0.0 for s in part)
-    per_request = generated / wall / running if running > 0 else 0.0
+    itl = _delta(last, first, ITL)
+    if itl is not None and itl.count > 0 and itl.total > 0:
+        per_request = itl.count / itl.total  # 1 / the mean inter-token gap: no sampling of the running gauge
+    else:
+        per_request = generated / wall / running if running > 0 else 0.0
     e2e = _delta(last, first, E2E)
     aborted = _counted(last, first, ABORTED) or 0
     finished = _counted(last, first, FINISHED)
@@ -215,6 +222,6 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
         concurrency=level, trial=index, started_at=started_at, wall_s=wall,
         requests_ok=ok, requests_failed=aborted, output_tokens=int(generated), input_tokens=int(prompt),
         output_tok_s=per_request * level, input_tok_s=prompt / wall, per_request_tok_s=Percentiles(mean=per_request),
-        ttft_s=_percentiles(_delta(last, first, TTFT)), itl_s=_percentiles(_delta(last, first, ITL)),
+        ttft_s=_percentiles(_delta(last, first, TTFT)), itl_s=_percentiles(itl),
         tpot_s=Percentiles(), e2e_s=_percentiles(e2e), invalid_reason=invalid,
     )

@@ -139,3 +139,14 @@ def test_aborted_requests_are_the_users_errors_and_too_many_are_degraded():
     quiet = replace(now, levels=tuple(replace(lv, trials=tuple(replace(t, requests_failed=0) for t in lv.trials))
                                       for lv in now.levels))
     assert error_check(quiet, reference, max_rate=0.02).health is Health.OK
+
+
+def test_the_rate_per_running_request_is_one_over_the_mean_inter_token_gap_where_it_is_exported():
+    def text(i: int) -> str:  # 20 ms gaps, ten a second; the running gauge says 4 but is not needed
+        return exposition(1000.0 * i, 4).replace('inter_token_latency_seconds_sum{model_name="m"} 0',
+                                                 f'inter_token_latency_seconds_sum{{model_name="m"}} {0.02 * 10 * i}') \
+            .replace('inter_token_latency_seconds_count{model_name="m"} 0',
+                     f'inter_token_latency_seconds_count{{model_name="m"}} {10 * i}')
+    (level,) = window_result([parse_scrape(text(i), at=float(i)) for i in range(6)], trials=5, started_at=0.0).levels
+    assert all(t.per_request_tok_s.mean == pytest.approx(50.0) and t.output_tok_s == pytest.approx(200.0)
+               for t in level.trials)
