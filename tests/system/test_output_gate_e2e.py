@@ -1,5 +1,6 @@
 """The output gate end to end on the real sandboxed systemd: fast but wrong is rejected and rolled back,
-a slight numeric perturbation is kept with its KL recorded, and A/A promotes are never rejected by it.
+a slight numeric perturbation is kept with its KL recorded, A/A promotes are never rejected by it, bisect
+names the change that corrupts, and the canary's watch says a live server whose answers changed is degraded.
 
 One deployment (the demo's Qwen3.5 on the fast simulator, the small policy of support/promote_world with
 its 12-prompt gate); every test starts from its own ledger with the baseline installed and healthy."""
@@ -13,7 +14,7 @@ import json
 
 import pytest
 import yaml
-from support.promote_world import Cli, healthy, installed_profile, one_deployment
+from support.promote_world import Cli, healthy, installed_profile, one_deployment, slowed
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
@@ -118,6 +119,20 @@ def test_bisect_names_the_change_that_corrupts_the_outputs(world):
     final = found["trials"][-1]
     assert final["final"] and final["result"] == "kept" and len(final["changes"]) == 3
     assert installed_profile(cli.box, dep["unit"]) == "three-harmless-and-wrong-bisected"
+
+
+def test_the_canary_reports_a_live_server_whose_answers_changed(world):
+    cli, dep = world
+
+    def canary():
+        return cli("canary", DEP, "--textfile-dir", str(cli.state_dir.parent / "textfile"), timeout=180)
+
+    first = canary()  # its answers now are the live release's reference
+    assert first.returncode == ExitCode.OK, first.stdout + first.stderr
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_FAULT=wrong_sums"):  # same speed, wrong sums
+        done = canary()
+    assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr
+    assert "outputs: output changed: accuracy" in done.stdout + done.stderr
 
 
 def test_skip_output_gate(world):
