@@ -451,7 +451,10 @@ def test_ctrl_c_without_a_terminal_over_ssh(sshd: Sshd, sandbox: Sandbox, tmp_pa
     client = laptop_start(sshd, ["promote", "slow", "-d", DEP, "--fresh-baseline", "-i", str(inventory),
                                  "--state-dir", str(state), *(["--abort-on-interrupt"] if abort else [])])
     try:
-        wait_for("the promote benchmarks", lambda: (last_release(sandbox, state) or {}).get("phase") == "BENCH", 120)
+        if abort:  # a release to abort: the candidate installed
+            wait_for("the promote benchmarks", lambda: (last_release(sandbox, state) or {}).get("phase") == "BENCH", 120)
+        else:
+            wait_for("the promote runs on the host", lambda: operation_active(sandbox), 60)
         os.killpg(client.pid, signal.SIGINT)  # `… | tee log` and Ctrl-C: the whole foreground group
         out, err = client.communicate(timeout=150)
     finally:
