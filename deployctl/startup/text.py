@@ -169,8 +169,8 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         text += f" ({_duration(graph.seconds)})"
     if graph.draft_captured:
         text += " + draft"
-    if graph.reason:
-        text += f" ({graph.reason})"
+    if graph.reason:  # the failure line above has it whole
+        text += f" ({graph.reason if len(graph.reason) <= 80 else graph.reason[:79] + '…'})"
     pw = report.piecewise_cuda_graph
     text += f" · piecewise {pw.state}"
     if pw.auto_set and pw.reason:

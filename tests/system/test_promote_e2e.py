@@ -295,3 +295,13 @@ def test_rollback_goes_back_to_what_the_live_release_replaced_and_to_a_chosen_re
     assert _installed_profile(cli.box, dep["unit"]) == "neutral" and _healthy(dep["port"])
     live = [r for r in cli.json("history", "-d", "glm5-sim") if r["live"]]
     assert live[0]["kind"] == "rollback" and live[0]["profile"] == "neutral"
+    # By unit hash, as a fleet rollout undoes a host: back to the baseline's unit, then again is a no-op that
+    # says so (exit 0, no release recorded, nothing restarted), never a step further back.
+    by_hash = cli.json("rollback", "-d", "glm5-sim", "--to-unit-hash", adopted["unit_hash"][:12])
+    assert by_hash["result"] == "kept" and _installed_profile(cli.box, dep["unit"]) == "baseline"
+    releases = cli.json("history", "-d", "glm5-sim")
+    again = cli("rollback", "-d", "glm5-sim", "--to-unit-hash", adopted["unit_hash"])
+    assert again.returncode == 0 and "is what runs already" in again.stdout and "nothing to do" in again.stdout
+    assert cli.json("history", "-d", "glm5-sim") == releases and _installed_profile(cli.box, dep["unit"]) == "baseline"
+    unknown = cli("rollback", "-d", "glm5-sim", "--to-unit-hash", "0" * 64)
+    assert unknown.returncode == ExitCode.BAD_INPUT and "no release of glm5-sim has a unit with hash" in unknown.stderr
