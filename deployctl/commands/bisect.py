@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
         out = asyncio.run(bisect(site, profile, lock, preflight=not args.skip_preflight,
-                                 fresh_baseline=args.fresh_baseline, guard=dead_man(args, site)))
+                                 fresh_baseline=args.fresh_baseline, guard=dead_man(args, site),
+                                 output_gate=not args.skip_output_gate))
     report(out, as_json=args.json)
     return out.exit_code
 
@@ -152,7 +153,7 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
 
 async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                  fresh_baseline: bool = False, rejected: PromoteOutcome | None = None,
-                 ledger: Ledger | None = None, guard: Guard | None = None) -> BisectOutcome:
+                 ledger: Ledger | None = None, guard: Guard | None = None, output_gate: bool = True) -> BisectOutcome:
     """The whole bisect under a held lock. ``rejected``: the promote of ``profile`` that just failed."""
     if ledger is None:
         with Ledger.open(site.state_dir) as opened:
@@ -176,7 +177,8 @@ async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: b
                                        BASELINE_MAX_AGE_S, time.time())
     harmless = likely_harmless(site, profile, changes) if preflight else frozenset()
     previous = adopt_installed(ledger, site)
-    bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight), who(), previous,
+    bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight, output_gate=output_gate),
+                        who(), previous,
                         progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,
                         fresh_baseline=fresh_baseline, guard=guard)
     abort_on_signals(bisector, lock, "bisect")

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
-                                  guard=dead_man(args, site), inventory=inventory_note(args)))
+                                  guard=dead_man(args, site), inventory=inventory_note(args),
+                                  output_gate=not args.skip_output_gate))
         if args.bisect and out.state.result is m.Result.REJECTED:
             from deployctl.commands import bisect  # it builds on this verb
 
@@ -171,7 +172,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                   baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
-                  inventory: str | None = None) -> PromoteOutcome:
+                  inventory: str | None = None, output_gate: bool = True) -> PromoteOutcome:
     """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
     progress = TerminalProgress()
     with Ledger.open(site.state_dir) as ledger:
@@ -190,7 +191,8 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_on_signals(runner, lock)
-            return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
+            return await runner.run(m.start(limits(site.policy, preflight=preflight, output_gate=output_gate),
+                                            unchanged=plan.unchanged))
 
 
 def crash_after(env: Mapping[str, str]) -> m.Phase | None:

@@ -82,14 +82,43 @@ class JudgePolicy(_Strict):
         return rule
 
 
+class OutputGatePolicy(_Strict):
+    """The output gate (``deployctl.outputgate``, docs/output-gate.md): the candidate answers the shipped
+    probe prompts greedily and scores the baseline's answers; a clear accuracy drop or a distribution
+    shift far above the server's own A/A noise rejects it ("output changed: …")."""
+
+    enabled: bool = Field(default=True, description="false: no output check (`--skip-output-gate` per run)")
+    # before_keep: after a passing verdict (a slow candidate never pays for it); first: right after the
+    # startup gates, before the sweep (a wrong candidate never pays for the sweep; the gate costs less).
+    run: Literal["before_keep", "first"] = "before_keep"
+    # None: the whole probe set; fewer: the same stratified subset every time (tests, slow models).
+    probes: int | None = Field(default=None, ge=4, description="how many probe prompts to send")
+    max_new_tokens: int = Field(default=24, ge=4, le=512, description="greedy tokens per prompt")
+    top_k: int = Field(default=5, ge=1, le=20, description="top log-probabilities per token (the KL's support)")
+    concurrency: int = Field(default=16, ge=1, le=256, description="probe requests in flight")
+    # McNemar's exact test on the checkable prompts: fail when the candidate is worse at this significance.
+    accuracy_alpha: float = Field(default=0.01, gt=0, lt=0.5)
+    # Limits far above an A/A (simulated floor ~1e-5; llama.cpp: Q8_0 0.0002, Q5_K_M 0.005, IQ3_M 0.07 mean KLD).
+    max_mean_kl: float = Field(default=0.05, gt=0, description="mean per-token top-k KL divergence (nats)")
+    min_same_top_pct: float = Field(default=90.0, gt=0, le=100, description="the candidate's argmax is the baseline's token")
+    # The A/A floor must sit this far below the limits, else the gate cannot tell and says INCONCLUSIVE.
+    floor_margin: float = Field(default=3.0, ge=1)
+    max_failed_pct: float = Field(default=5.0, ge=0, le=100, description="probe requests that may fail")
+    # The canary's watch asks the live release this many probes (its answers at the first watch are the
+    # reference); answers that changed make it degraded. None: the watch does not look at outputs.
+    watch_probes: int | None = Field(default=32, ge=4, description="probe prompts of each canary watch")
+
+
 class StartupGates(_Strict):
-    """Facts from the startup log that fail a candidate before any benchmark request."""
+    """Facts from the startup log that fail a candidate before any benchmark request (and, under
+    ``output:``, the output gate's policy)."""
 
     max_running_requests_drop_pct: float | None = Field(default=10.0, ge=0)
     max_total_num_tokens_drop_pct: float | None = Field(default=25.0, ge=0)
     cuda_graph_must_stay_enabled: bool = True
     new_failure_warnings: bool = True
     startup_timeout_s: float = Field(default=1800.0, gt=0, description="from restart to ready")
+    output: OutputGatePolicy = Field(default_factory=OutputGatePolicy)
 
 
 class WebhookPolicy(_Strict):

@@ -315,8 +315,18 @@ async def attach(endpoint: Endpoint, state_dir: Path, deployment: str, wanted: s
                              hint=f"the newest: {known}")
         return await follow(endpoint, matches[0], abort_on_interrupt=abort_on_interrupt, abort_now=abort_now)
     async with await endpoint.connect() as systemd:
-        for record in reversed(records):
-            if await _running(systemd, record):
-                return await follow(endpoint, record, abort_on_interrupt=abort_on_interrupt, abort_now=abort_now)
-    chosen = next((r for r in reversed(records) if r.exit_code(state_dir) != ExitCode.BUSY), records[-1])
+        running = {r.id for r in records if await _running(systemd, r)}
+    chosen = choose_operation(records, running, {r.id: r.exit_code(state_dir) for r in records})
+    if chosen.id in running:
+        return await follow(endpoint, chosen, abort_on_interrupt=abort_on_interrupt, abort_now=abort_now)
     return await follow(endpoint, chosen)  # it has ended: nothing to abort, its whole log and its exit code
+
+
+def choose_operation(records: Sequence[OperationRecord], running: set[str],
+                     exit_codes: Mapping[str, int | None]) -> OperationRecord:
+    """The operation ``attach`` follows (``records`` oldest first, not empty): the newest running one, else
+    the newest that was not refused as busy (its worker found the lock held and changed nothing)."""
+    for record in reversed(records):
+        if record.id in running:
+            return record
+    return next((r for r in reversed(records) if exit_codes.get(r.id) != ExitCode.BUSY), records[-1])

@@ -76,6 +76,6 @@ def judge_alive(lease: Lease | None, now: float) -> Verdict:
 
 def describe(policy: Policy) -> str:
     """One line for ``promote --dry-run`` and the arm message."""
-    return (f"dead-man's switch: a dead controller's candidate is rolled back within {check_s(policy):g} s "
+    return (f"dead-man's switch: if the controller dies, the rollback starts within {check_s(policy):g} s "
             f"(checked every {check_s(policy):g} s); a live one with no progress for {stall_s(policy):g} s is "
             "stopped")

@@ -387,7 +387,8 @@ class StartupParser:
             piecewise_cuda_graph=piecewise_graph(st.capture, args or {}, progress),
             moe_config_warnings=tuple(freeze_moe(entry) for entry in st.moe.values()),
             deprecations=tuple(st.deprecations.values()),
-            notices=tuple(self._notices) + ((st.kv_budget_warning,) if st.kv_budget_warning else ()),
+            notices=tuple(dict.fromkeys(self._unwrapper.strip_proven(n) for n in self._notices))
+            + ((st.kv_budget_warning,) if st.kv_budget_warning else ()),
             ranks=tuple(r.label for r in sorted(self._ranks, key=_rank_order)),
             tp_ranks=tuple(sorted({r.tp for r in self._ranks if r.tp is not None})),
             sglang_version=version.version,

@@ -107,6 +107,13 @@ class Unwrapper:
             self.wrapped += 1
         return line
 
+    def strip_proven(self, text: str) -> str:
+        """``text`` without a compose prefix proven after it was read (the first of two lines in a row)."""
+        match = _COMPOSE_RE.match(text) if self._proven and "|" in text[:80] else None
+        if match and match.group(1) + match.group(2) in self._proven:
+            return text[match.end():]
+        return text
+
     def _compose(self, line: str) -> str:
         if "|" not in line[:80]:
             return line

@@ -23,7 +23,14 @@ from deployctl.commands._upload import upload_directory
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.live.operation import RESULT_ENV, WORKER_ENV, _PriorityPrefix, unit_environment
+from deployctl.live.operation import (
+    RESULT_ENV,
+    WORKER_ENV,
+    OperationRecord,
+    _PriorityPrefix,
+    choose_operation,
+    unit_environment,
+)
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.dead_man import MARGIN_S, Lease, Verdict, check_s, describe, judge_alive, stall_s
@@ -96,6 +103,24 @@ def test_stderr_lines_in_the_unit_carry_the_journal_priority_prefix():
     stream.write("one\ntw")
     stream.write("o\n\nthree")
     assert out.getvalue() == "<4>one\n<4>two\n<4>\n<4>three"
+
+
+# --- which operation attach follows -------------------------------------------------------------------
+
+
+def _op(op_id: str, verb: str, started: float) -> OperationRecord:
+    return OperationRecord("glm5", verb, f"deployctl-{verb}-glm5.service", "0" * 32, started, op_id)
+
+
+def test_attach_follows_the_running_operation_not_a_later_refused_one():
+    promote, rollback = _op("p", "promote", 1.0), _op("r", "rollback", 2.0)
+    assert choose_operation([promote, rollback], {"p"}, {"r": ExitCode.BUSY}) is promote
+    # the promote has ended meanwhile: still not the refused rollback
+    assert choose_operation([promote, rollback], set(), {"p": 0, "r": ExitCode.BUSY}) is promote
+    # a later rollback that ran (not refused) is the newest: it is the one
+    assert choose_operation([promote, rollback], set(), {"p": 0, "r": 0}) is rollback
+    # killed before it said (no exit code): still followed, attach reports 31 with the ledger's hint
+    assert choose_operation([promote, rollback], set(), {}) is rollback
 
 
 # --- the dead-man's bound ---------------------------------------------------------------------------

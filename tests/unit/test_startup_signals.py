@@ -170,6 +170,13 @@ def test_the_capture_size_list_line_gives_the_sizes() -> None:
     assert cut.cuda_graph.batch_sizes == ()
 
 
+def test_the_split_without_a_dump_comes_from_the_rank_prefixes() -> None:
+    lines = [f"{TS} DP{d} TP{t} EP{t}] Init torch distributed begin." for t in range(8) for d in (t // 2,)]
+    report = parse_lines(lines)
+    assert (report.parallelism.tp, report.parallelism.dp, report.parallelism.ep) == (8, 4, 8)
+    assert render_report(report).splitlines()[0].endswith("· TP8 DP4 EP8 (from the ranks seen)")
+
+
 def test_an_unknown_phase_is_not_argument_parsing() -> None:
     text = render_report(parse_lines(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]))
     assert text.startswith("FAILED: oom during an unknown phase")
