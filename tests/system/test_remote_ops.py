@@ -224,11 +224,11 @@ def test_a_controller_alive_without_progress_is_told_to_roll_back(sandbox: Sandb
 
 
 def test_a_live_controllers_benchmark_many_times_the_stall_bound_is_not_cut(sandbox: Sandbox, tmp_path: Path):
-    # "A 10-minute benchmark under a live controller is not cut", scaled down: the switch checks every 2 s
-    # and stops a controller after 4 s without progress; the candidate's benchmark lasts several times that,
-    # its requests finishing all along (each renews the lease).
-    stall = 3
-    bench = {**TWO_WAVES_POLICY["bench"], "concurrency": [2], "requests_per_level": 120}
+    # "A 10-minute benchmark under a live controller is not cut", scaled down: the switch checks every
+    # second and stops a controller after 4 s without progress; the candidate's benchmark lasts several
+    # times that, its requests finishing all along (each renews the lease).
+    stall = 4
+    bench = {**TWO_WAVES_POLICY["bench"], "concurrency": [2], "requests_per_level": 150}
     host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=stall, dead_man_check_s=1,
                                         bench=bench, judge={"min_trials": 2, "max_trials": 2, "baseline_trials": 2,
                                                             "limit_pct": 50}),
@@ -236,14 +236,17 @@ def test_a_live_controllers_benchmark_many_times_the_stall_bound_is_not_cut(sand
     host.restart_baseline()
     since = host.box.run(["date", "+%Y-%m-%d %H:%M:%S"], check=True).stdout.strip()
     done = host("promote", "neutral", "--fresh-baseline", "--json", timeout=200)
-    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    # Judged to its end, not cut: kept, or inconclusive when a loaded machine made a trial unusable (the
+    # judge's call, not the switch's: no dead-man reason, no abort).
+    assert done.returncode in (ExitCode.OK, ExitCode.INCONCLUSIVE), done.stdout + done.stderr
     out = json.loads(done.stdout)
     candidate_s = out["benchmark"]["candidate_s"]
-    print(f"candidate benchmark {candidate_s:.1f} s under a stall bound of {stall} s")
+    print(f"candidate benchmark {candidate_s:.1f} s under a stall bound of {stall} s: exit {done.returncode}")
     assert candidate_s > 3 * stall, out["benchmark"]
     release = last_release(host.box, host.state_dir)
-    assert release["result"] == "kept" and "dead-man" not in release["reasons_json"], release
-    assert installed_profile(sandbox) == "neutral"
+    assert Result(release["result"]).exit_code == done.returncode, release
+    assert release["result"] != "aborted" and "dead-man" not in release["reasons_json"], release
+    assert installed_profile(sandbox) == ("neutral" if release["result"] == "kept" else "baseline")
     checks = host.box.run(["journalctl", "-q", "-o", "cat", "--since", since, "-u", "deployctl-deadman-glm5-sim.service"],
                           timeout=30).stdout
     assert checks.count("alive and making progress") >= 3, checks  # the switch looked, and let it run
@@ -356,8 +359,7 @@ def operation_active(box: Sandbox) -> bool:
 def test_a_refused_rollback_from_a_second_caller_does_not_hide_the_running_promote(host: Host):
     promote = host.start("promote", "slow", "--fresh-baseline", "--in-unit")
     try:
-        wait_for("the promote benchmarks", lambda: (last_release(host.box, host.state_dir) or {}).get("phase")
-                 == "BENCH", 120)
+        wait_for("the promote holds the lock", lambda: last_release(host.box, host.state_dir), 120)
         refused = host("rollback", DEP, "--in-unit")  # a second laptop, while the promote holds the lock
         assert refused.returncode == ExitCode.BUSY, refused.stdout + refused.stderr
         attached = host.start("attach", DEP)  # follows the promote, not the refused rollback
@@ -370,7 +372,7 @@ def test_a_refused_rollback_from_a_second_caller_does_not_hide_the_running_promo
         promote.kill()
         promote.communicate()
     assert attached.returncode == ExitCode.INTERRUPTED, out + err
-    assert "PREFLIGHT" in err and "rolled back" in (out + err).lower()
+    assert "PREFLIGHT" in err and "busy" not in out + err, out + err  # the promote's log, not the refusal's
     assert last_release(host.box, host.state_dir)["result"] == "aborted"
 
 
@@ -451,8 +453,8 @@ def test_ctrl_c_without_a_terminal_over_ssh(sshd: Sshd, sandbox: Sandbox, tmp_pa
     client = laptop_start(sshd, ["promote", "slow", "-d", DEP, "--fresh-baseline", "-i", str(inventory),
                                  "--state-dir", str(state), *(["--abort-on-interrupt"] if abort else [])])
     try:
-        if abort:  # a release to abort: the candidate installed
-            wait_for("the promote benchmarks", lambda: (last_release(sandbox, state) or {}).get("phase") == "BENCH", 120)
+        if abort:  # a release to abort (its baseline being measured is enough)
+            wait_for("the promote has begun", lambda: last_release(sandbox, state), 120)
         else:
             wait_for("the promote runs on the host", lambda: operation_active(sandbox), 60)
         os.killpg(client.pid, signal.SIGINT)  # `… | tee log` and Ctrl-C: the whole foreground group

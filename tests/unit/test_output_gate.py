@@ -114,3 +114,18 @@ def test_failed_probes_or_a_noisy_floor_are_inconclusive():
 def test_policy_rejects_nonsense_with_the_key():
     with pytest.raises(ValueError, match="probes"):
         OutputGatePolicy(probes=1)
+
+
+def test_a_stored_reference_is_found_by_its_scope_in_the_ledger():
+    from deployctl.adapters.ledger import Ledger
+
+    refs = _world(3, 0)[1]
+    scope = "unit=abc;host=h;sglang=0.5.10;gpu=NVIDIA;probes=v1+sha256:ab12[12];new=24;k=5"
+    with Ledger.in_memory() as ledger:
+        release = ledger.begin_release(deployment="d", kind="promote", profile="p", unit_name="u.service",
+                                       unit_text="[Service]\n", unit_hash="abc", who="t")
+        ledger.record(release, "BASELINE", "evidence", "outputs-reference", ReferenceSet(scope, "test", refs).to_dict())
+        found = ledger.stored_outputs(scope, max_age_s=60)
+        assert found is not None and found[0] == release
+        assert ReferenceSet.from_dict(found[1]).refs == refs  # nothing redacted on the way
+        assert ledger.stored_outputs(scope + "x", max_age_s=60) is None
