@@ -53,7 +53,7 @@ class ExitCode:
 # One line per code, in the order --help, the README and the man page list them.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.OK, "done (for promote: kept, or nothing to change)"),
-    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it)"),
+    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it); diff: the profiles differ"),
     (ExitCode.BAD_INPUT, "bad input: command line, inventory, policy, file, state directory"),
     (ExitCode.PREFLIGHT_REFUSED, "refused by pre-flight checks"),
     (ExitCode.BUSY, "busy: another operation holds the deployment's lock"),

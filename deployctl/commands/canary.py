@@ -38,6 +38,7 @@ from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchRepo
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
+from deployctl.live.output_gate import watch_checks
 from deployctl.live.canary_units import arm_recheck
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
@@ -257,7 +258,8 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             if live_id is None:
                 raise InputError(f"{site.unit} is not installed: there is no live release to watch",
                                  hint=f"install the baseline first: `deployctl restart {site.name} --profile baseline`")
-            report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id)), lock)
+            checks = watch_checks(ledger, site, adapters.outputs)
+            report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id), checks), lock)
         out.watch = report
         _watch_lines(site, report, out)
         if report.health is Health.UNCLEAR:

@@ -104,6 +104,9 @@ class OutputGatePolicy(_Strict):
     # The A/A floor must sit this far below the limits, else the gate cannot tell and says INCONCLUSIVE.
     floor_margin: float = Field(default=3.0, ge=1)
     max_failed_pct: float = Field(default=5.0, ge=0, le=100, description="probe requests that may fail")
+    # The canary's watch asks the live release this many probes (its answers at the first watch are the
+    # reference); answers that changed make it degraded. None: the watch does not look at outputs.
+    watch_probes: int | None = Field(default=32, ge=4, description="probe prompts of each canary watch")
 
 
 class StartupGates(_Strict):

@@ -145,6 +145,7 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
             if c == level:
                 series.setdefault(c, []).append(v)
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
+    verdict = with_checks(verdict, [("errors", passive.error_check(result, reference, policy.bench.max_failure_rate))])
     ledger.save_bench(live.id, PASSIVE_WATCH, result, **key)
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "passive", mode_reason)
 

@@ -25,17 +25,18 @@ class ReferenceSet:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "probe_version": self.probe_version, "failed": self.failed,
+        # "scope", not "key", and "answer_ids": the ledger redacts the values of secret-looking names
+        return {"scope": self.key, "probe_version": self.probe_version, "failed": self.failed,
                 "requests": self.requests, "seconds": self.seconds,
-                "refs": {i: {"prompt_ids": list(r.prompt_ids), "token_ids": list(r.token_ids),
+                "refs": {i: {"prompt_ids": list(r.prompt_ids), "answer_ids": list(r.token_ids),
                              "logprobs": list(r.logprobs), "top": [list(map(list, p)) for p in r.top], "text": r.text}
                          for i, r in self.refs.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], reused_from: int | None = None) -> "ReferenceSet":
-        refs = {i: Reference(i, tuple(r["prompt_ids"]), tuple(r["token_ids"]), tuple(r["logprobs"]), _top(r["top"]),
+        refs = {i: Reference(i, tuple(r["prompt_ids"]), tuple(r["answer_ids"]), tuple(r["logprobs"]), _top(r["top"]),
                              r["text"]) for i, r in data["refs"].items()}
-        return cls(data["key"], data["probe_version"], refs, int(data.get("failed", 0)), int(data.get("requests", 0)),
+        return cls(data["scope"], data["probe_version"], refs, int(data.get("failed", 0)), int(data.get("requests", 0)),
                    float(data.get("seconds", 0.0)), reused_from)
 
 
@@ -54,3 +55,11 @@ class Measured:
     failed: int
     requests: int
     seconds: float
+
+
+def scores_to_dict(scores: Mapping[str, Scored]) -> dict[str, Any]:
+    return {i: {"logprobs": list(s.logprobs), "top": [list(map(list, p)) for p in s.top]} for i, s in scores.items()}
+
+
+def scores_from_dict(data: Mapping[str, Any]) -> dict[str, Scored]:
+    return {i: Scored(i, tuple(float(x) for x in s["logprobs"]), _top(s["top"])) for i, s in data.items()}

@@ -179,6 +179,8 @@ def build_app(state: ServerState) -> web.Application:
 
     async def _run(body: dict[str, Any], kind: str, request: web.Request) -> web.StreamResponse:
         if state.faults.error_rate and random.random() < state.faults.error_rate:
+            if exported is not None:
+                exported.failed(source_of(request.headers.get("User-Agent")))
             return _error(500, "Internal server error (simulated fault)", "InternalServerError")
         chat = kind == "chat"
         # SGLang's defaults: /generate 128 new tokens, completions 16; chat has no limit, so the
