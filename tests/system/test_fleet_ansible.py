@@ -95,6 +95,11 @@ class FleetHost:
     def unit_hash(self) -> str:
         return unit_hash(self.unit_text())
 
+    @property
+    def workdir(self) -> Path:
+        """Where a restart outside the rollout keeps its ledger: not the host's state directory."""
+        return self.cli.state_dir.parent / "setup-state"
+
     def promoting(self) -> bool:
         """A promote's trial unit is installed: the host is restarting into its candidate."""
         return (self.sshd.box.runtime_unit_dir / self.unit).exists()
@@ -145,40 +150,64 @@ class Fleet:
         return proc.returncode, out, self.summary()
 
 
-def make_host(name: str, server: Sshd, workdir: Path) -> FleetHost:
-    """Host ``name``: deployment glm5-NAME (unit sglang-glm5-NAME.service) on a free port, on host ``name``."""
-    inventory = workdir / name / "inventory.yaml"
-    inventory.parent.mkdir()
-    # two waves a level: the verdicts asserted are of 1.5 x and 0.5 x steps, the neutral one may be inconclusive
-    data = make_inventory(inventory, TWO_WAVES_POLICY)
+def inventory_of(name: str, port: int) -> dict[str, Any]:
+    """Host ``name``'s deployctl inventory: deployment glm5-NAME (unit sglang-glm5-NAME.service) on ``port``."""
+    data = make_inventory(Path(os.devnull), TWO_WAVES_POLICY)
     dep, sim_host = data["deployments"]["glm5-sim"], data["hosts"]["sim-sm120-x8"]
-    name_dep = f"glm5-{name}"
     dep["profiles"]["regression"] = REGRESSION
     dep["profiles"]["faster"] = FASTER
+    dep_name = f"glm5-{name}"
     data["hosts"] = {name: sim_host}
-    data["deployments"] = {name_dep: {**dep, "host": name, "unit": f"sglang-{name_dep}.service"}}
-    inventory.write_text(yaml.safe_dump(data))
-    return FleetHost(name, name_dep, f"sglang-{name_dep}.service", dep["port"], server,
-                     Cli(server.box, inventory, workdir / name / "state"))
+    data["deployments"] = {dep_name: {**dep, "host": name, "unit": f"sglang-{dep_name}.service", "port": port}}
+    return data
+
+
+@pytest.fixture(scope="module")
+def ports() -> dict[str, int]:
+    """Each host's port for the whole module: a host left on its baseline by one test is reused as it is."""
+    return {name: free_port() for name in HOSTS}
 
 
 @pytest.fixture
-def fleet(sshd: Sshd, tmp_path: Path) -> Iterator[Fleet]:
-    """Five hosts, each on its baseline, with a fresh ledger and its own deployctl inventory naming it."""
-    hosts = [make_host(name, sshd, tmp_path) for name in HOSTS]
-    with ThreadPoolExecutor(len(hosts)) as pool:
-        for restarted in pool.map(lambda h: h.cli("restart", "-d", h.dep, "--profile", "baseline"), hosts):
-            assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+def fleet(sshd: Sshd, ports: dict[str, int], tmp_path: Path) -> Iterator[Fleet]:
+    """Five hosts on their baseline, each with its own deployctl inventory naming it and no state directory
+    yet (deployctl never ran there: the rollout's promote adopts the installed unit)."""
+    hosts = []
+    for name in HOSTS:
+        inventory = tmp_path / name / "inventory.yaml"
+        inventory.parent.mkdir()
+        inventory.write_text(yaml.safe_dump(inventory_of(name, ports[name])))
+        dep = f"glm5-{name}"
+        hosts.append(FleetHost(name, dep, f"sglang-{dep}.service", ports[name], sshd,
+                               Cli(sshd.box, inventory, tmp_path / name / "state")))
+    # Only a host a test left elsewhere restarts (the first test of the module starts them all): at once,
+    # in one systemd, each into its own unit.
+    stale = [h for h in hosts if not _on_its_baseline(h)]
+    if stale:
+        with ThreadPoolExecutor(len(stale)) as pool:
+            for restarted in pool.map(
+                    lambda h: h.cli("restart", "-d", h.dep, "--profile", "baseline", "--state-dir", str(h.workdir)),
+                    stale):
+                assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     yield Fleet(hosts, tmp_path)
     for host in hosts:  # what a failed test left running: the next test must find no lock held, no trial
         if host.promoting():
             host.cli("abort", "-d", host.dep)
 
 
+def _on_its_baseline(host: FleetHost) -> bool:
+    unit = host.sshd.box.unit_dir / host.unit
+    if not unit.exists() or host.promoting() or f"--port {host.port}" not in unit.read_text():
+        return False
+    if host.installed_profile() != "baseline":
+        return False
+    return host.sshd.box.run(["systemctl", "is-active", "--quiet", host.unit]).returncode == 0
+
+
 def test_two_rejections_in_one_batch_undo_each_earlier_host_once(fleet: Fleet):
     h1, h2, h3, h4, h5 = fleet.hosts
-    # gpu-1 is a host deployctl never ran on: its unit is installed, it has no state directory yet.
-    shutil.rmtree(h1.cli.state_dir)
+    # every host is one deployctl never ran on: its unit is installed, it has no state directory yet
+    assert not h1.cli.state_dir.exists()
     before = h1.unit_hash()
     h1.add_profile("next", FASTER)
     for host in (h2, h3):
@@ -230,17 +259,17 @@ def test_an_unreachable_host_mid_rollout_undoes_the_promoted_ones_and_says_so(fl
 
 
 def test_a_profile_missing_on_a_later_host_stops_the_play_before_any_restart(fleet: Fleet):
-    *first, h5 = fleet.hosts
-    before = [h.unit_text() for h in fleet.hosts]
+    *first, last = hosts = fleet.hosts[:3]
+    before = [h.unit_text() for h in hosts]
     for host in first:
         host.add_profile("next", FASTER)
-    rc, out, summary = fleet.playbook("-e", "profile=next")
+    rc, out, summary = fleet.playbook("-e", "profile=next", hosts=hosts)
     assert rc == 2, out
-    assert [h.unit_text() for h in fleet.hosts] == before
-    assert all(h.promotes() == [] for h in fleet.hosts)
-    assert summary[h5.name]["result"] == "failed" and "next" in summary[h5.name]["reasons"][0], summary
+    assert [h.unit_text() for h in hosts] == before
+    assert all(h.promotes() == [] for h in hosts)
+    assert summary[last.name]["result"] == "failed" and "next" in summary[last.name]["reasons"][0], summary
     assert {summary[h.name]["result"] for h in first} == {"skipped"}, summary
-    assert "pre-flight failed on gpu-5: nothing restarted" in out
+    assert f"pre-flight failed on {last.name}: nothing restarted" in out
 
 
 def test_an_interrupted_rollout_leaves_its_summary(fleet: Fleet):
@@ -295,12 +324,14 @@ def test_a_regressing_candidate_stops_the_rollout_at_the_first_host(fleet: Fleet
 
 
 def test_check_mode_changes_nothing(fleet: Fleet):
-    before = [(h.installed_profile(), h.unit_text()) for h in fleet.hosts]
-    rc, out, summary = fleet.playbook("-e", "profile=candidate-forced-fusion", "--check")
+    hosts = fleet.hosts[:3]
+    before = [(h.installed_profile(), h.unit_text()) for h in hosts]
+    rc, out, summary = fleet.playbook("-e", "profile=candidate-forced-fusion", "--check", hosts=hosts)
     assert rc == 0, out
-    assert [(h.installed_profile(), h.unit_text()) for h in fleet.hosts] == before
-    assert all(h.promotes() == [] for h in fleet.hosts)
+    assert [(h.installed_profile(), h.unit_text()) for h in hosts] == before
+    assert all(h.promotes() == [] for h in hosts)
     assert {s["result"] for s in summary.values()} == {"planned"}, summary
+    assert all(s["would_restart"] for s in summary.values()), summary  # --dry-run: each host would restart
 
 
 def test_a_host_deployctl_does_not_know_fails_before_anything_restarts(fleet: Fleet):
