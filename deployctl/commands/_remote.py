@@ -131,12 +131,14 @@ def verb_script(command: Sequence[str], inventory: bytes | None) -> str:
     if inventory is None:
         return f"exec {line}"
     if len(inventory) > MAX_INVENTORY_BYTES:
-        raise InputError(f"the inventory is {len(inventory) // 1024} KiB; -H sends at most"
-                         f" {MAX_INVENTORY_BYTES // 1024} KiB in the command line",
+        raise InputError(f"the inventory ({len(inventory)} bytes) is too large for -H to send in the command line"
+                         f" (at most {MAX_INVENTORY_BYTES // 1024} KiB)",
                          hint="put the inventory on the host and pass --remote-inventory")
     blob = base64.b64encode(inventory).decode()
-    return ('umask 077 && d=$(mktemp -d /tmp/deployctl-inventory.XXXXXX) || exit 34; '
-            f'printf %s {blob} | base64 -d >"$d/inventory.yaml" || {{ rm -rf -- "$d"; exit 34; }}; '
+    failed = shlex.quote("error: could not write the inventory into a private directory in /tmp on the host\n"
+                         "hint: the remote user needs a writable /tmp (and base64); or use --remote-inventory\n")
+    return (f'umask 077 && d=$(mktemp -d /tmp/deployctl-inventory.XXXXXX) || {{ printf {failed} >&2; exit 34; }}; '
+            f'printf %s {blob} | base64 -d >"$d/inventory.yaml" || {{ rm -rf -- "$d"; printf {failed} >&2; exit 34; }}; '
             'exec ' + line.replace(UPLOADED, '"$d/inventory.yaml"'))
 
 

@@ -132,6 +132,12 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     if latency:
         lines.append("  latency gates: " + "; ".join(latency))
     lines.append("  startup gates: " + "; ".join(startup_gates(p)))
+    o = p.gates.output
+    lines.append("  output gate: " + (
+        f"{o.probes or 'all'} probe prompts × {o.max_new_tokens} greedy tokens, top {o.top_k}, "
+        f"{'before the sweep' if o.run == 'first' else 'after a passing verdict'}; fails on an accuracy drop "
+        f"(McNemar p < {o.accuracy_alpha:g}), mean KL > {o.max_mean_kl:g} or same top token < {o.min_same_top_pct:g} %"
+        if o.enabled else "off (gates.output.enabled: false)"))
     return lines
 
 

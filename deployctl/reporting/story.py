@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from statistics import fmean
 from typing import Any, Mapping, Sequence
 
@@ -54,6 +54,7 @@ class Story:
     # release (with the policy and noise then in force), or recomputed (asked for, or nothing was stored).
     verdict_source: str = ""
     decided: Decided | None = None  # the stored verdict, when there is one
+    outputs: dict[str, Any] | None = None  # the output gate's verdict (its ``outputs`` event), when it ran
 
     def run(self, role: str) -> Run | None:
         return next((r for r in self.runs if r.role == role), None)
@@ -75,7 +76,24 @@ def release_story(
     The verdicts and intervals are the ones stored with the release (``deployctl.promote.decided``): what
     was decided, under the policy and noise then in force. With ``recompute`` — or for a release stored
     without them — the judge runs again on the stored trials under ``policy`` (``policy_said`` names it).
+    The output gate's verdict comes with it when the gate ran.
     """
+    story = _release_story(release, benches, events, reused_baseline=reused_baseline, policy=policy,
+                           policy_said=policy_said, recompute=recompute)
+    gate = next((e.detail for e in reversed(events) if e.kind == "evidence" and e.name == "outputs"), None)
+    return replace(story, outputs=gate)
+
+
+def _release_story(
+    release: Release,
+    benches: Sequence[StoredBench],
+    events: Sequence[Event],
+    *,
+    reused_baseline: StoredBench | None,
+    policy: JudgePolicy | None,
+    policy_said: str,
+    recompute: bool,
+) -> Story:
     runs: list[Run] = []
     for role in ("baseline", "candidate", "verify"):
         # A role saved twice (extra candidate trials are merged before saving) counts by its latest row.

@@ -129,3 +129,20 @@ def test_a_stored_reference_is_found_by_its_scope_in_the_ledger():
         assert found is not None and found[0] == release
         assert ReferenceSet.from_dict(found[1]).refs == refs  # nothing redacted on the way
         assert ledger.stored_outputs(scope + "x", max_age_s=60) is None
+
+
+def test_the_report_has_the_output_panel_with_the_diverging_prompts_side_by_side():
+    from deployctl.adapters.ledger import Ledger
+    from deployctl.reporting.page import release_page
+    from deployctl.reporting.story import release_story
+
+    verdict = decide(OutputGatePolicy(), *_world(40, 0.0, wrong=True))
+    with Ledger.in_memory() as ledger:
+        release = ledger.begin_release(deployment="d", kind="promote", profile="p", unit_name="u.service",
+                                       unit_text="[Service]\n", unit_hash="abc", who="t")
+        ledger.record(release, "OUTPUTS", "evidence", "outputs", verdict.to_dict())
+        ledger.finish(release, result="rejected", verdict="PASS", reasons=list(verdict.reasons))
+        story = release_story(ledger.get(release), [], ledger.events(release))
+    html = release_page(story, None)
+    assert 'id="chart-output-gate"' in html and 'id="chart-output-examples"' in html
+    assert "40/40 (91 %–100 %)" in html and "<td>m0</td><td>q0</td><td> 0</td><td> 7</td>" in html

@@ -4,6 +4,7 @@ what `-H` forwards, and the runner's dead-man hook (scripted adapters)."""
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import replace
 
 import pytest
@@ -271,3 +272,27 @@ async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolle
     # every step renews the lease: the restart, the startup gates, each benchmark, the judge, the keep or rollback
     after_arm = calls[calls.index(f"arm {rid}"):]
     assert after_arm.count("renew") >= 4
+
+
+# --- the verb's command line carries the inventory ------------------------------------------------------
+
+
+def test_the_verb_script_writes_the_inventory_privately_and_hands_it_to_the_execd_command(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from deployctl.commands._remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
+
+    inventory = b"# it's 'quoted' $(and) `not run`\nhosts: {}\n"
+    script = verb_script(["sh", "-c", 'stat -c %a "$(dirname "$1")"; cat "$1"; echo "$1"', "sh", UPLOADED], inventory)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, timeout=10)
+    mode, *body, path = done.stdout.decode().splitlines()
+    try:
+        assert done.returncode == 0 and mode == "700" and "\n".join(body).encode() + b"\n" == inventory
+        assert re.fullmatch(r"/tmp/deployctl-inventory\.\w{6}/inventory\.yaml", path)
+    finally:
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+    assert verb_script(["deployctl", "status"], None) == "exec deployctl status"
+    with pytest.raises(InputError, match="too large for -H"):
+        verb_script(["deployctl", "status", "-i", UPLOADED], b"x" * (MAX_INVENTORY_BYTES + 1))
