@@ -37,7 +37,9 @@ class LogprobClient:
     def __init__(self, session: aiohttp.ClientSession, url: str, *, api_key: str | None = None,
                  timeout_s: float = 120.0) -> None:
         self.session, self.url = session, url.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # The User-Agent names deployctl's probes, as the load client's does (the server's logs and the
+        # simulator's per-source counter tell them apart from users' requests).
+        self.headers = {"User-Agent": "deployctl-probe", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def _generate(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -65,8 +65,9 @@ class WatchReport:
 
 class WatchCheck(Protocol):
     """Another look at the live release in the same watch, after its speed is measured (the output gate's
-    subset of probes will be one): its own ok / degraded / unclear and reasons, folded into the watch's
-    (``deployctl.judge.watch.with_checks``: the worst outcome wins), stored and reported with it."""
+    subset of probes is one): its own ok / degraded / unclear and reasons, folded into the watch's
+    (``deployctl.judge.watch.with_checks``: the worst outcome wins), stored and reported with it. Checks
+    send requests, so they run only when the watch found the server idle (never while users are served)."""
 
     name: str
 
@@ -90,7 +91,11 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release,
     else:
         measured = await _synthetic(ledger, site, adapters, live, version, identity, why)
     assert measured.verdict is not None
-    verdict = with_checks(measured.verdict, [(check.name, await check(site, live)) for check in checks])
+    if measured.mode == "passive":  # their probes would be requests of ours while users are served
+        said = "not checked this time: users were being served, and its probes would be requests of ours"
+        verdict = with_checks(measured.verdict, [(check.name, CheckVerdict(Health.OK, (said,))) for check in checks])
+    else:
+        verdict = with_checks(measured.verdict, [(check.name, await check(site, live)) for check in checks])
     ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, measured.reference_from),
                                                      "sglang_version": identity, "mode": measured.mode,
                                                      "mode_reason": measured.mode_reason})

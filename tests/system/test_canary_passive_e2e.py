@@ -79,6 +79,8 @@ def test_a_6_pct_slowdown_under_users_is_found_from_metrics_alone_without_a_requ
         assert first.returncode == ExitCode.OK, first.stdout + first.stderr
         watch = _last_watch(cli)
         assert watch["mode"] == "passive" and "no request of ours" in watch["mode_reason"], watch
+        # the output gate's probes (requests) wait for an idle server too
+        assert "outputs: not checked this time: users were being served" in first.stdout + first.stderr
         after = requests_by_source(dep["port"])
         assert after["deployctl"] == before["deployctl"], (before, after)
         assert after["other"] > before["other"]
