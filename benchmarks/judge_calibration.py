@@ -154,7 +154,7 @@ def _satterthwaite(parts: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndar
 
 
 def pooled(ss: np.ndarray, df: np.ndarray, prior: np.ndarray | None, prior_df: int,
-           shock: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           shock: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per (run, level): the sum of squares, plain df and effective df the judge uses — ``pooling.shared_spreads``
     and ``stats.log_ratio_interval``'s within part vectorised. ``shock``: the sweep's trial effect (ss, df) per run."""
     rest_ss = ss.sum(axis=1, keepdims=True) - ss
@@ -168,6 +168,7 @@ def pooled(ss: np.ndarray, df: np.ndarray, prior: np.ndarray | None, prior_df: i
     k = min(prior_df, MAX_PRIOR_DF) if prior is not None else 0
     prior_part = [(prior ** 2 * k, np.full(ss.shape, k))] if prior is not None and k else []
     eff = use_df.astype(float) + k
+    split = np.zeros(ss.shape, bool)
     if shock is not None:
         t_ss, t_df = (np.broadcast_to(a[:, None], ss.shape) for a in shock)
         total_ss, total_df = use_ss, use_df
@@ -181,7 +182,7 @@ def pooled(ss: np.ndarray, df: np.ndarray, prior: np.ndarray | None, prior_df: i
         eff = np.where(split & np.isfinite(found), np.minimum(eff, found), eff)
     if prior is not None:
         use_ss, use_df = use_ss + prior ** 2 * k, use_df + k
-    return use_ss, use_df, eff
+    return use_ss, use_df, eff, split
 
 
 def plan(values: np.ndarray, prior: np.ndarray | None, prior_df: int, policy: JudgePolicy,
@@ -193,13 +194,13 @@ def plan(values: np.ndarray, prior: np.ndarray | None, prior_df: int, policy: Ju
     ``restart[run]``: the between-restart σ the judge will use.
     """
     lo, hi = policy.min_trials, policy.max_trials
-    z = plan_z(false_fail, policy.miss, values.shape[1])
+    z, z_one = plan_z(false_fail, policy.miss, values.shape[1]), plan_z(false_fail, policy.miss, 1)
     limit_log = -math.log1p(-policy.limit_pct / 100)
-    room = (2 * limit_log / z) ** 2 - 2 * restart[:, None] ** 2
     n = np.full(values.shape[:2], lo)
     while True:
         _, ss = _within(values[:, :, :hi], n)
-        use_ss, use_df, eff = pooled(ss, n - 1, prior, prior_df, _trial_effect(values[:, :, :hi], n))
+        use_ss, use_df, eff, split = pooled(ss, n - 1, prior, prior_df, _trial_effect(values[:, :, :hi], n))
+        room = (2 * limit_log / np.where(split, z_one, z)) ** 2 - 2 * restart[:, None] ** 2
         var = use_ss / use_df
         want = np.full(values.shape[:2], hi)
         for k in range(hi - 1, lo - 1, -1):
@@ -348,7 +349,7 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
         ssc = np.choose(n - lo, [stats[k][1] for k in range(lo, hi + 1)])
         t_c = _trial_effect(cand, n)
         shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
-        use_ss, use_df, eff = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
+        use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
         within = use_ss / use_df * (1 / nb + 1 / n)
         se = np.sqrt(within + between)
         df = eff if restart_df is None else np.where(
@@ -444,6 +445,8 @@ def main() -> None:
                     help="only Δ = 0 and −10 %% (the error targets), not the seven Δ of the cost")
     ap.add_argument("--sweeps", choices=("both", "one", "five"), default="both",
                     help="one critical level, the default 5-level sweep, or both")
+    ap.add_argument("--scenarios", default="fresh,fresh+σ,reused,reused+σ",
+                    help="which ways of getting the baseline, comma-separated (default: all four)")
     args = ap.parse_args()
     if args.tails_df is not None and args.tails_df <= 2:
         ap.error("--tails-df must be above 2 (the noise needs a variance to scale to σ)")
@@ -454,6 +457,9 @@ def main() -> None:
     sweeps = {"both": ((sweep[-1],), sweep), "one": ((sweep[-1],),), "five": (sweep,)}[args.sweeps]
     models = MODELS if args.models else (NoiseModel(args.shock_corr, args.restart_sigma, args.tails_df),)
     changes = (0.0, -0.10) if args.targets_only else CHANGES
+    chosen = set(args.scenarios.split(","))
+    if not chosen <= {"fresh", "fresh+σ", "reused", "reused+σ"}:
+        ap.error("--scenarios takes fresh, fresh+σ, reused, reused+σ")
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     print(f"policy: limit −{policy.limit_pct:g} %, false fail {policy.false_fail:g}, miss {policy.miss:g} "
@@ -468,7 +474,7 @@ def main() -> None:
         for levels in sweeps:
             bounds = Boundaries(policy, false_fail_per_test(policy, levels))
             fixed_s = 2 * FIXED * args.trial_s * len(levels)
-            for where, learned in SCENARIOS:
+            for where, learned in [sc for sc in SCENARIOS if sc[0] + ("+σ" if sc[1] else "") in chosen]:
                 name = where + (" + learned σ" if learned else "")
                 print(f"## {len(levels)} critical level(s) {list(levels)}, {name} (fixed design {fixed_s:g} trial-s)")
                 print(f"{'σ':>4} {'Δ':>5} {'FAIL':>7} {'PASS':>6} {'INCONC':>6} {'base':>5} {'cand':>5} {'at min':>6} "
