@@ -25,16 +25,21 @@ The decisions are vectorised over the runs with the judge's own boundary and dec
 the real baseline rounds and ``judge()`` as well and counts any disagreement (baseline size, outcome,
 trials).
 
-    .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 170 s, one core)
+    .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 4 min of CPU)
     .venv/bin/python benchmarks/judge_calibration.py --runs 2000     # quicker, coarser
 
-Measured (20 000 runs a cell, seed 7; the tables are in docs/judge.md). Default 5-level sweep, worst of
-σ = 1, 2, 3 %: A/A false fail 0.80 / 0.83 / 0.74 / 0.89 % (fresh / fresh + σ / reused / reused + σ),
-−10 % caught ≥ 99.9 %, Δ = 0 kept ≥ 95.2 %, −87 % always caught at 2 trials; −10 % at one level only
-FAILed 81.3 / 88.7 / 91.0 / 94.6 % at σ = 3 %, PASSed 3.4–3.6 %. Trial-seconds of the fixed design at
-σ = 1 / 2 / 3 %: fresh 40 / 41 / 49 %, fresh + σ 40 / 40 / 48 %, reused 31 / 31 / 33 %, reused + σ
-31 / 31 / 33 %. One level: fresh 70 / 71 / 74 % (nothing to plan on: 5 baseline trials), fresh + σ
-40 / 40 / 48 %, reused 31 / 31 / 34 %, reused + σ 30 / 30 / 32 %; error targets met in all eight.
+Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and −10 %): ``--shock-corr``
+(a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
+history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
+
+Measured (seed 7; the tables are in docs/judge.md). i.i.d., 20 000 runs a cell, default 5-level sweep,
+worst of σ = 1, 2, 3 %: A/A false fail 0.45 / 0.74 / 0.40 / 0.60 % (fresh / fresh + σ / reused / reused + σ),
+−10 % caught ≥ 99.8 %; trial-seconds of the fixed design at σ = 3 %: 49.7 / 50.5 / 33.8 / 33.2 %. One
+level: −10 % caught 95.4 / 92.0 / 97.2 / 93.7 %. Under the other noises (8 000 runs a cell): A/A ≤ 1 %
+with a shared shock (ρ 0.5, 0.8) and t(3) noise in every column; a restart offset of 1 % a start 1.0–1.2 %
+on the default sweep, of 2 % 1.6–7.3 %; −10 % caught ≥ 95 % is missed at ρ = 0.8 (84–91 %), in the one-level
+learned-σ columns (86–94 %) and at a 2 % restart offset, where no test on this design reaches it (91.9 % at
+best, docs/judge.md).
 """
 
 from __future__ import annotations
