@@ -36,6 +36,11 @@ DESCRIPTION = "Promote a new SGLang configuration under systemd; keep it only if
 COMMENTS = """\
 The deployment is named with -d/--deployment in every verb that takes one; where no other argument
 is in the way, the first positional argument is accepted as an alias (`deployctl status glm5`).
+Verbs that take a profile too read `VERB [DEPLOYMENT [PROFILE]]` (render, check, restart, promote,
+bisect: `deployctl check glm5 candidate`), or -d and --profile; a lone word that is a profile, not a
+deployment, is the profile (`deployctl promote candidate -d glm5`). A release is its id, or -d
+DEPLOYMENT for the newest (`deployctl show -d glm5`). The default profile differs on purpose: render
+shows baseline (what runs), check candidate (what you are about to try), restart the installed one's.
 Global options (-i, --state-dir, -v, --json, --no-color) go before or after the verb; -H HOST goes
 before it. `deployctl VERB --help` teaches each verb; `man deployctl` has ENVIRONMENT and FILES too.
 """

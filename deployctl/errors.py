@@ -47,12 +47,13 @@ class ExitCode:
     SSH_UNREACHABLE = 32  # no SSH connection to the host (name, route, port, timeout)
     SSH_REFUSED = 33  # the host refused the login (key, user)
     REMOTE_INCOMPATIBLE = 34  # the host's deployctl is missing or of another version
+    SSH_LINK_LOST = 35  # the verb started on the host, then the SSH connection dropped; `attach` follows it
 
 
 # One line per code, in the order --help, the README and the man page list them.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.OK, "done (for promote: kept, or nothing to change)"),
-    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it)"),
+    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it); diff: the profiles differ"),
     (ExitCode.BAD_INPUT, "bad input: command line, inventory, policy, file, state directory"),
     (ExitCode.PREFLIGHT_REFUSED, "refused by pre-flight checks"),
     (ExitCode.BUSY, "busy: another operation holds the deployment's lock"),
@@ -72,6 +73,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.SSH_UNREACHABLE, "-H: the host is unreachable over SSH"),
     (ExitCode.SSH_REFUSED, "-H: the SSH login was refused"),
     (ExitCode.REMOTE_INCOMPATIBLE, "-H: the host's deployctl is missing or of another version"),
+    (ExitCode.SSH_LINK_LOST, "-H: the verb started on the host, then the SSH connection was lost"),
     (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, deployctl abort)"),
 )
 
@@ -133,6 +135,10 @@ class UnitNotFound(SystemdError):
 
 class BadUnitSetting(SystemdError):
     pass
+
+
+class UnitExists(SystemdError):
+    """A transient unit of that name is loaded already (another caller started it first)."""
 
 
 class AccessDenied(SystemdError):

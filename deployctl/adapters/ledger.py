@@ -374,6 +374,16 @@ class Ledger:
         rows = self._rows("SELECT * FROM events WHERE release_id=? ORDER BY id", (release_id,))
         return [Event(r["at"], r["phase"], r["kind"], r["name"], _loads(r["detail_json"]) or {}) for r in rows]
 
+    def stored_outputs(self, key: str, *, max_age_s: float, name: str = "outputs-reference"
+                       ) -> tuple[int, dict[str, Any]] | None:
+        """The newest reference outputs of the output gate stored under ``key`` within ``max_age_s``:
+        (the release that measured them, their detail)."""
+        row = self._row(
+            "SELECT release_id, detail_json FROM events WHERE kind='evidence' AND name=?"
+            " AND json_extract(detail_json, '$.scope')=? AND at>=? ORDER BY id DESC LIMIT 1",
+            (name, key, self._clock() - max_age_s))
+        return (row["release_id"], _loads(row["detail_json"])) if row else None
+
     # --- benchmarks -------------------------------------------------------------------------------
 
     def save_bench(

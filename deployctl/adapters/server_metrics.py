@@ -6,6 +6,7 @@ Parsing and judging are the core's (``deployctl.judge.passive``); this is only t
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import httpx
 
@@ -26,6 +27,21 @@ async def fetch(client: httpx.AsyncClient, url: str) -> str | None:
     if resp.status_code != 200:
         raise EnvironmentUnfit(f"{url}/metrics answered HTTP {resp.status_code}")
     return resp.text
+
+
+async def query(client: httpx.AsyncClient, prometheus: str, promql: str, at: float) -> list[dict[str, Any]]:
+    """A Prometheus instant query at unix time ``at``: its ``data.result`` vector."""
+    url = prometheus.rstrip("/") + "/api/v1/query"
+    try:
+        resp = await client.get(url, params={"query": promql, "time": f"{at:.3f}"})
+        body = resp.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise EnvironmentUnfit(f"cannot query Prometheus at {prometheus}: {type(exc).__name__}: {exc}") from exc
+    if resp.status_code != 200 or body.get("status") != "success":
+        raise EnvironmentUnfit(f"Prometheus at {prometheus} refused the query {promql!r}: "
+                               f"HTTP {resp.status_code} {body.get('error', '')}".rstrip(),
+                               hint="check policy.canary.prometheus.selector (PromQL label matchers)")
+    return list(body["data"]["result"])
 
 
 def client(api_key: str | None, timeout_s: float = 5.0) -> httpx.AsyncClient:

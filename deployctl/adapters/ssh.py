@@ -7,8 +7,10 @@ the remote command's exit code.
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shlex
+import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Sequence
@@ -85,6 +87,21 @@ def capture(argv: Sequence[str], stdin: bytes = b"") -> subprocess.CompletedProc
                           hint="check the network; ConnectTimeout in ~/.ssh/config bounds the connection") from None
 
 
-def stream(argv: Sequence[str]) -> int:
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when deployctl dies. Out of the terminal's session, nothing else would end it."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start(argv: Sequence[str], *, own_session: bool = False) -> subprocess.Popen[bytes]:
+    """Start ssh with this process's stdin, stdout and stderr; ``own_session``: the terminal's signals
+    (Ctrl-C) do not reach it, and it ends when this process does."""
+    return subprocess.Popen(list(argv), start_new_session=own_session,
+                            preexec_fn=_die_with_parent if own_session else None)
+
+
+def stream(argv: Sequence[str], *, own_session: bool = False) -> int:
     """Run ssh with this terminal's stdin, stdout and stderr: output streams as it comes."""
-    return subprocess.run(list(argv)).returncode
+    return start(argv, own_session=own_session).wait()

@@ -35,6 +35,7 @@ from deployctl.errors import (
     BadUnitSetting,
     JobFailed,
     SystemdError,
+    UnitExists,
     UnitNotFound,
 )
 from deployctl.adapters.transient import Property
@@ -99,6 +100,8 @@ def _map_error(exc: DBusError, unit: str | None) -> Exception:
         "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
     ):
         return AccessDenied(f"systemd refused the request for {what}: {exc.text}", hint=ACCESS_HINT)
+    if name == "org.freedesktop.systemd1.UnitExists":
+        return UnitExists(f"{what} exists already: {exc.text}")
     if name == "org.freedesktop.systemd1.UnitMasked":
         return SystemdError(f"{what} is masked: {exc.text}", hint=f"systemctl unmask {unit}")
     return SystemdError(f"systemd error for {what}: {name}: {exc.text}")

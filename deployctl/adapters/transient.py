@@ -87,13 +87,17 @@ class TransientService:
         ]
 
 
-def timer_properties(description: str, on_active_s: float) -> list[Property]:
-    """``systemd-run --on-active=S``: a monotonic timer that fires once, S seconds after it is started."""
-    if on_active_s <= 0:
-        raise ValueError(f"a timer bound must be positive, not {on_active_s}")
+def timer_properties(description: str, on_active_s: float, *, every_s: float | None = None) -> list[Property]:
+    """``systemd-run --on-active=S [--on-unit-active=E]``: a monotonic timer that fires S seconds after it is
+    started, then (with ``every_s``) E seconds after each start of its service, until stopped."""
+    if on_active_s <= 0 or (every_s is not None and every_s <= 0):
+        raise ValueError(f"a timer's delays must be positive, not {on_active_s}, {every_s}")
+    usec = [("OnActiveSec", int(on_active_s * 1_000_000))]
+    if every_s is not None:
+        usec.append(("OnUnitActiveSec", int(every_s * 1_000_000)))
     return [
         ("Description", "s", description),
-        ("TimersMonotonic", "a(st)", [("OnActiveSec", int(on_active_s * 1_000_000))]),
+        ("TimersMonotonic", "a(st)", usec),
         # systemd's default AccuracySec=1min lets the timer fire up to a minute late (coalesced with
         # other wake-ups): the switch promises the known-good unit back S seconds after the arm, so 1 s.
         ("AccuracyUSec", "t", 1_000_000),

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TextIO
 
-from deployctl.commands.options import inventory_path
+from deployctl.commands.options import inventory_path, profile_for_lone_word
 from deployctl.errors import InputError
 from deployctl.inventory.model import Inventory, load_inventory
 
@@ -21,6 +21,7 @@ def load_inventory_from_args(args: argparse.Namespace) -> Inventory:
 
 def deployment_name(inv: Inventory, args: argparse.Namespace) -> str:
     """The deployment named with -d (or its positional alias), else the inventory's only one."""
+    profile_for_lone_word(args, inv.deployments)
     if args.deployment:
         return str(inv.deployment(args.deployment).name)
     if len(inv.deployments) != 1:

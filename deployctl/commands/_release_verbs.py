@@ -63,6 +63,9 @@ def add_candidate_arguments(parser: argparse.ArgumentParser, *, profile_help: st
                                                  "accepted as the first of two positional arguments)")
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the pre-flight checks")
+    parser.add_argument("--skip-output-gate", action="store_true",
+                        help="do not compare the candidate's answers with the baseline's (for a model that cannot "
+                             "return log-probabilities; gates.output.enabled: false says it for good)")
     parser.add_argument("--fresh-baseline", action="store_true", help=fresh_baseline_help)
 
 
@@ -87,11 +90,12 @@ def who() -> str:
     return who_from_env(os.environ, sys.stdin.isatty())
 
 
-def limits(policy: Policy, *, preflight: bool = True) -> m.Limits:
+def limits(policy: Policy, *, preflight: bool = True, output_gate: bool = True) -> m.Limits:
     # Each round adds at least one trial, so this many rounds always reach the judge's max_trials.
     rounds = policy.judge.max_trials - policy.judge.min_trials + 1
     return m.Limits(bench_rounds=rounds, keep_when_inconclusive=policy.judge.inconclusive == "keep_candidate",
-                    preflight=preflight)
+                    preflight=preflight, output_gate=output_gate and policy.gates.output.enabled,
+                    output_first=policy.gates.output.run == "first")
 
 
 @contextmanager

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
         out = asyncio.run(bisect(site, profile, lock, preflight=not args.skip_preflight,
-                                 fresh_baseline=args.fresh_baseline, guard=dead_man(args, site)))
+                                 fresh_baseline=args.fresh_baseline, guard=dead_man(args, site),
+                                 output_gate=not args.skip_output_gate))
     report(out, as_json=args.json)
     return out.exit_code
 
@@ -113,7 +114,12 @@ def likely_harmless(site: Site, profile: str, changes: tuple[Change, ...]) -> fr
 
 
 def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
-    base = _base(site)
+    """The plan, as `promote --dry-run` gives one: where nothing is installed yet it is counted from the
+    profile `baseline` (what `restart --profile baseline` installs) and says so, instead of refusing."""
+    installed = site.unit_files().known_good(site.unit) is not None
+    if not installed and "baseline" not in site.deployment.profiles:
+        _base(site)  # refuses, saying why
+    base = _base(site) if installed else "baseline"
     changes = search_changes(site, profile, base)
     plan = site.plan(profile, need_known_good=False)
     with Ledger.open(site.state_dir) as ledger:
@@ -124,13 +130,16 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
     trials = (0 if known else 1) + worst_case_trials(n) + 1
     budget = site.policy.bisect
     if as_json:
-        emit_json({"deployment": site.name, "profile": profile, "base": base, "changes": [c.text for c in changes],
+        emit_json({"deployment": site.name, "profile": profile, "base": base, "installed": installed,
+                   "changes": [c.text for c in changes],
                    "candidate_rejection": known.summary if known else None,
                    "blamed_without_restart": [changes[i].text for i in blamed],
                    "worst_case_trials_one_culprit": trials, "worst_case_restarts": 2 * trials,
                    "budget": budget.model_dump()})
         return ExitCode.OK
-    lines = [f"bisect {profile} on {site.name}: {len(changes)} change(s) from the live profile {base}:"]
+    lines = [f"bisect {profile} on {site.name}: {len(changes)} change(s) from the live profile {base}:" if installed else
+             f"bisect {profile} on {site.name}: {len(changes)} change(s) from profile {base} ({site.unit} is not "
+             f"installed yet: the real run needs it, `deployctl restart {site.name} --profile {base}`):"]
     lines += [f"  #{i + 1} {c.text}" for i, c in enumerate(changes)]
     lines.append(f"  the candidate's rejection: {known.summary}" if known else
                  "  no recent rejection of this candidate in the ledger: the first trial is the candidate itself")
@@ -144,7 +153,7 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
 
 async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                  fresh_baseline: bool = False, rejected: PromoteOutcome | None = None,
-                 ledger: Ledger | None = None, guard: Guard | None = None) -> BisectOutcome:
+                 ledger: Ledger | None = None, guard: Guard | None = None, output_gate: bool = True) -> BisectOutcome:
     """The whole bisect under a held lock. ``rejected``: the promote of ``profile`` that just failed."""
     if ledger is None:
         with Ledger.open(site.state_dir) as opened:
@@ -168,7 +177,8 @@ async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: b
                                        BASELINE_MAX_AGE_S, time.time())
     harmless = likely_harmless(site, profile, changes) if preflight else frozenset()
     previous = adopt_installed(ledger, site)
-    bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight), who(), previous,
+    bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight, output_gate=output_gate),
+                        who(), previous,
                         progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,
                         fresh_baseline=fresh_baseline, guard=guard)
     abort_on_signals(bisector, lock, "bisect")

@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 from deployctl.adapters import journal_send, textfile, webhook
 from deployctl.adapters.ledger import Ledger
@@ -27,9 +27,9 @@ from deployctl.commands._release_verbs import (
 from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
 from deployctl.commands._operation import dead_man
 from deployctl.commands._upload import refuse_lasting_use
-from deployctl.commands.options import add_deployment
+from deployctl.commands.options import add_deployment, complete_deployments
 from deployctl.commands.promote import abort_request, promote
-from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, exit_code_of
+from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
 from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
 from deployctl.live.bindings import live_adapters
@@ -38,6 +38,7 @@ from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchRepo
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
+from deployctl.live.output_gate import watch_checks
 from deployctl.live.canary_units import arm_recheck
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
@@ -48,6 +49,11 @@ NAME = "canary"
 T = TypeVar("T")
 HELP = "the scheduled canary: watch the live release, try the pending candidate once (for timers and cron)"
 DESCRIPTION = """\
+`deployctl canary DEPLOYMENT` (or --all) runs once, now; `deployctl canary install DEPLOYMENT [--every
+PERIOD]` schedules it: writes deployctl-canary@.service and .timer with this installation's paths and
+enables deployctl-canary@DEPLOYMENT.timer over D-Bus (PERIOD: 1min at least; 15min, 6h, 1d; default 6h).
+--every only schedules: given to a run, it is refused rather than ignored.
+
 Run by a timer or cron, once per deployment (or --all):
 
 1. watch: health, then passive first: the server's own /metrics (SGLang's --enable-metrics) over
@@ -104,13 +110,14 @@ def most_serious(codes: list[int]) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="DEPLOYMENT", nargs="*",
                         help="same as -d DEPLOYMENT (an alias), or --all; `install DEPLOYMENT` writes and enables its timer; "
-                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now")
+                             "`rebaseline DEPLOYMENT` pins the live release's reference, measured now"
+                        ).completer = _complete_target  # type: ignore[attr-defined]
     parser.add_argument("--all", action="store_true", help="every deployment of the inventory, one after another")
     add_deployment(parser, alias=False, help="the deployment (same as the positional DEPLOYMENT)")
     parser.add_argument("--textfile-dir", metavar="DIR", default=None,
                         help="node_exporter's textfile directory (default: $DEPLOYCTL_TEXTFILE_DIR, else "
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
-    parser.add_argument("--every", metavar="PERIOD", default="6h",
+    parser.add_argument("--every", metavar="PERIOD", default=None,
                         help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
 
 
@@ -132,6 +139,12 @@ class Run:
         return VERDICT.get(self.code, "error")
 
 
+def _complete_target(prefix: str, parsed_args: argparse.Namespace, **kwargs: Any) -> list[str]:
+    """The words before a deployment (install, rebaseline), then the inventory's deployments."""
+    words = [] if getattr(parsed_args, "target", None) else [w for w in ("install", "rebaseline") if w.startswith(prefix)]
+    return words + complete_deployments(prefix, parsed_args, **kwargs)
+
+
 def _targets(args: argparse.Namespace) -> list[str]:
     """The positional words, with -d DEPLOYMENT as the last one (`canary -d glm5`, `canary install -d glm5`)."""
     return [*args.target, *([args.deployment] if args.deployment else [])]
@@ -143,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         return install(args)
     if args.target[:1] == ["rebaseline"]:
         return rebaseline(args)
+    if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
+        raise UsageError(f"--every {args.every} schedules the canary; this runs it once, now",
+                         hint=f"deployctl canary install {' '.join(args.target) or 'DEPLOYMENT'} --every {args.every}")
     if len(args.target) > 1 or bool(args.target) == bool(args.all):
         raise InputError("say which one deployment to watch, or --all", hint="e.g. `deployctl canary glm5`")
     inv = load_inventory_from_args(args)
@@ -169,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
 def install(args: argparse.Namespace) -> int:
     if len(args.target) != 2:
         raise InputError("say which deployment: `deployctl canary install DEPLOYMENT --every 6h`")
+    args.every = args.every or "6h"
     try:
         calendar, delay_s = every_to_calendar(args.every)
     except ValueError as exc:
@@ -241,7 +258,8 @@ async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | Non
             if live_id is None:
                 raise InputError(f"{site.unit} is not installed: there is no live release to watch",
                                  hint=f"install the baseline first: `deployctl restart {site.name} --profile baseline`")
-            report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id)), lock)
+            checks = watch_checks(ledger, site, adapters.outputs)
+            report = await _stoppable(watch(ledger, site, adapters, ledger.get(live_id), checks), lock)
         out.watch = report
         _watch_lines(site, report, out)
         if report.health is Health.UNCLEAR:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment, add_profile
+from deployctl.commands.options import add_deployment_and_profile
 from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
 
@@ -36,8 +36,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_deployment(parser)
-    add_profile(parser, default="candidate", help="profile (default: candidate)")
+    add_deployment_and_profile(parser, default="candidate", help="profile (default: candidate)")
     parser.add_argument("--strict", action="store_true", help="refuse on warnings too (exit 3; errors always refuse)")
     # Warnings used to refuse unless --force; scripts that still pass it get the same, default, behaviour.
     parser.add_argument("--force", action="store_true", help=argparse.SUPPRESS)

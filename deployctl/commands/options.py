@@ -56,15 +56,62 @@ def add_profile(parser: argparse.ArgumentParser, *, default: str | None, help: s
     action.completer = complete_profiles  # type: ignore[attr-defined]
 
 
+def add_deployment_and_profile(parser: argparse.ArgumentParser, *, default: str | None, help: str) -> None:
+    """The one convention of the verbs that take both (render, check, restart, as promote and bisect):
+    ``VERB [DEPLOYMENT [PROFILE]]``, or ``-d`` and ``--profile``; a lone positional that is no deployment
+    but a profile of one is the profile (``check candidate -d glm5``, ``check candidate``)."""
+    add_deployment(parser)
+    add_profile(parser, default=None, help=help)  # the default is applied once the words are placed
+    parser.add_argument("profile_word", nargs="?", metavar="PROFILE", default=None,
+                        help="same as --profile PROFILE, after DEPLOYMENT (`deployctl VERB glm5 candidate`)"
+                        ).completer = complete_profiles  # type: ignore[attr-defined]
+    parser.set_defaults(_profile_default=default)
+
+
 def finish_arguments(args: argparse.Namespace) -> None:
-    """Merge the positional alias into ``args.deployment`` (both given and different: a usage error)."""
+    """Merge the positional alias into ``args.deployment`` (both given and different: a usage error, except
+    where the verb takes a profile: there the word is the profile, ``check candidate -d glm5``)."""
+    if getattr(args, "profile_word", None) is not None:
+        _name_profile(args, args.profile_word)
     alias = getattr(args, "deployment_alias", None)
     if alias is None:
         return
     if args.deployment not in (None, alias):
+        if hasattr(args, "profile_word") and args.profile_word is None:  # `check candidate -d glm5`?
+            args.lone_word = alias  # the inventory decides (profile_for_lone_word)
+            return
         raise UsageError(f"two deployments named: {alias!r} and -d {args.deployment!r}",
                          hint="name the deployment once, with -d DEPLOYMENT")
     args.deployment = alias
+    args.deployment_by_position = True
+
+
+def _name_profile(args: argparse.Namespace, name: str) -> None:
+    if args.profile not in (None, name):
+        raise UsageError(f"two profiles named: {name!r} and --profile {args.profile!r}", hint="name the profile once")
+    args.profile = name
+
+
+def profile_for_lone_word(args: argparse.Namespace, deployments: dict[str, Any]) -> None:
+    """``VERB WORD`` where WORD is no deployment but a profile of one: WORD is the profile (the deployment
+    then comes from -d or the inventory having only one). Then the verb's default profile, if none was named."""
+    if not hasattr(args, "profile_word"):
+        return
+
+    def is_profile(word: str | None) -> bool:
+        return word not in deployments and any(word in d.profiles for d in deployments.values())
+
+    beside_d = getattr(args, "lone_word", None)
+    if beside_d is not None:
+        if not is_profile(beside_d):
+            raise UsageError(f"two deployments named: {beside_d!r} and -d {args.deployment!r}",
+                             hint="name the deployment once, with -d DEPLOYMENT")
+        _name_profile(args, beside_d)
+    elif getattr(args, "deployment_by_position", False) and is_profile(args.deployment):
+        _name_profile(args, args.deployment)
+        args.deployment = None
+    if args.profile is None:
+        args.profile = args._profile_default
 
 
 def shift_deployment(args: argparse.Namespace, fields: Iterable[str], extra: str) -> None:
@@ -110,3 +157,18 @@ def complete_profiles(prefix: str, parsed_args: argparse.Namespace, **_: Any) ->
     deps = [inv.deployments[wanted]] if wanted in inv.deployments else list(inv.deployments.values())
     names = dict.fromkeys(p for dep in deps for p in dep.profiles)
     return [name for name in names if name.startswith(prefix)]
+
+
+def complete_releases(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """The newest release ids of the ledger (of -d DEPLOYMENT, when named), newest first."""
+    from deployctl.adapters.ledger import LEDGER_FILE, Ledger, resolve_state_dir
+
+    directory = resolve_state_dir(getattr(parsed_args, "state_dir", None), os.environ)
+    if not (directory / LEDGER_FILE).exists():  # completion never creates a ledger
+        return []
+    try:
+        with Ledger.open(directory) as ledger:
+            releases = ledger.history(getattr(parsed_args, "deployment", None), 20)
+    except Exception:  # an unreadable ledger completes nothing rather than spilling an error into the shell
+        return []
+    return [str(r.id) for r in releases if str(r.id).startswith(prefix)]

@@ -38,6 +38,7 @@ from deployctl.live.protocols import Guard
 from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
+from deployctl.promote import dead_man as switch
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
 from deployctl.promote.report import (
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
-                                  guard=dead_man(args, site), inventory=inventory_note(args)))
+                                  guard=dead_man(args, site), inventory=inventory_note(args),
+                                  output_gate=not args.skip_output_gate))
         if args.bisect and out.state.result is m.Result.REJECTED:
             from deployctl.commands import bisect  # it builds on this verb
 
@@ -143,6 +145,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                    "would_restart": [] if plan.unchanged else [plan.unit_name],
                    "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
                    "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
+                   "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
                    "policy": plan.policy.model_dump(mode="json")})
     else:
         lines = plan_lines(plan)
@@ -154,6 +157,8 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                 lines.append("  pre-flight would let it proceed with the warnings above")
         elif not plan.unchanged:
             lines.append("  pre-flight: skipped (--skip-preflight)")
+        if not plan.unchanged:
+            lines.append(f"  {switch.describe(plan.policy)}")
         if needs_root:
             lines.append("  the real run needs root: it installs the unit in the systemd directories, restarts it "
                          f"over D-Bus and writes the ledger in {site.state_dir}")
@@ -167,7 +172,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                   baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
-                  inventory: str | None = None) -> PromoteOutcome:
+                  inventory: str | None = None, output_gate: bool = True) -> PromoteOutcome:
     """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
     progress = TerminalProgress()
     with Ledger.open(site.state_dir) as ledger:
@@ -186,7 +191,8 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
                             baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
             abort_on_signals(runner, lock)
-            return await runner.run(m.start(limits(site.policy, preflight=preflight), unchanged=plan.unchanged))
+            return await runner.run(m.start(limits(site.policy, preflight=preflight, output_gate=output_gate),
+                                            unchanged=plan.unchanged))
 
 
 def crash_after(env: Mapping[str, str]) -> m.Phase | None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment, add_profile
+from deployctl.commands.options import add_deployment_and_profile
 from deployctl.commands.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.render import render_unit
@@ -28,8 +28,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_deployment(parser)
-    add_profile(parser, default="baseline", help="profile (default: baseline)")
+    add_deployment_and_profile(parser, default="baseline", help="profile (default: baseline)")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write here instead of stdout (a directory, or a path ending in /, gets the unit's "
                              "own file name)")

@@ -11,7 +11,9 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.adapters.ledger import LEDGER_FILE
 from deployctl.commands._inventory import inventory_path
+from deployctl.commands._release_arg import add_release_arguments, named_release
 from deployctl.commands._release_verbs import existing_state_dir
+from deployctl.commands.options import complete_deployments
 from deployctl.errors import DeployctlError, InputError
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.promote.records import Event, Release, StoredBench
@@ -39,6 +41,7 @@ recomputed that way too, and its report says "recomputed".
 examples:
   deployctl report 12                          # writes release-12.html
   deployctl report 12 -o /tmp/r12.html
+  deployctl report -d glm5                     # glm5's newest release (`report -d glm5 12` checks 12 is glm5's)
   deployctl report 12 --format markdown
   deployctl report 12 --recompute              # under today's inventory policy, marked RECOMPUTED
   deployctl report --history glm5 -o glm5-history.html
@@ -46,9 +49,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("release", metavar="RELEASE", type=int, nargs="?", help="a release id from `deployctl history`")
-    what.add_argument("--history", metavar="DEPLOYMENT", help="throughput across this deployment's releases")
+    what = parser.add_mutually_exclusive_group()
+    add_release_arguments(what, deployment_parser=parser)
+    what.add_argument("--history", metavar="DEPLOYMENT", help="throughput across this deployment's releases"
+                      ).completer = complete_deployments  # type: ignore[attr-defined]
     parser.add_argument("-o", "--output", metavar="FILE", help="the HTML file (default release-ID.html; '-' for stdout)")
     parser.add_argument("--format", choices=("html", "markdown"), default="html",
                         help="html (a file) or markdown (the operators' table on stdout)")
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write(chart_markdown(history_chart(items)))
                 return 0
             return _write(history_page(args.history, items), args.output or f"{args.history}-history.html", args.json)
-        release = ledger.get(args.release)
+        release = named_release(args, ledger)
         story, known_good, events, said = load_story(args, ledger, release)
     if args.format == "markdown":
         sys.stdout.write(comparison_markdown(story))

@@ -9,15 +9,14 @@ import sys
 
 from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import (
-    add_site_arguments,
     locked,
     recover_held,
     refuse_if_failed,
     say,
     state_dir,
 )
-from deployctl.commands.options import add_profile
-from deployctl.errors import InputError, JobFailed
+from deployctl.commands.options import add_deployment_and_profile, profile_for_lone_word
+from deployctl.errors import InputError, JobFailed, exit_code_of
 from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
 from deployctl.live.site import Site, make_site
 from deployctl.startup.journal_line import JournalLine
@@ -45,8 +44,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_site_arguments(parser)
-    add_profile(parser, default=None, help="the profile to install (default: the installed unit's)")
+    add_deployment_and_profile(parser, default=None, help="the profile to install (default: the installed unit's)")
     parser.add_argument("--timeout", metavar="S", type=float, default=None,
                         help="seconds to wait for readiness (default: policy gates.startup_timeout_s)")
     parser.add_argument("--adopt", action="store_true",
@@ -55,23 +53,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    site = make_site(load_inventory_from_args(args), args.deployment, state_dir(args))
+    inv = load_inventory_from_args(args)
+    profile_for_lone_word(args, inv.deployments)  # `restart baseline -d glm5`
+    site = make_site(inv, args.deployment, state_dir(args))
     with locked(site, NAME):
         recovered = recover_held(site, NAME)
         say([r.line for r in recovered])
         refuse_if_failed(site, recovered)
         installed, report = asyncio.run(_restart(site, args))
+    failure = None if report.ok else JobFailed(
+        f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
+        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
+        if report.invocation_id else f"systemctl status {report.unit}")
     if args.json:
         data = report_json(report, installed)
         data["recovered"] = [r.line for r in recovered]
+        if failure is not None:  # a failure under --json says so in the one document, as every error does
+            data.update(error=failure.message, hint=failure.hint, exit_code=exit_code_of(failure))
         print(json.dumps(data, indent=2))
     else:
         print("\n".join([f"recovered: {r.line}" for r in recovered] + report_lines(report, installed)))
-    if report.ok:
+    if failure is None:
         return 0
-    failure = JobFailed(f"{report.unit} is not ready ({report.outcome.kind})", result=report.outcome.kind,
-                        hint=f"journalctl --no-pager -n 200 _SYSTEMD_INVOCATION_ID={report.invocation_id}"
-                        if report.invocation_id else f"systemctl status {report.unit}")
     failure.after_result = True
     raise failure
 

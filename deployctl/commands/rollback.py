@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from dataclasses import dataclass
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
@@ -40,15 +41,27 @@ is recovered first: if that recovery rolled it back, nothing more is done (exit 
 the candidate (its verdict was PASS), the rollback asked for then puts back what it replaced; if it
 could not bring the known-good unit back, exit 12.
 
+With a target (--to or --to-unit-hash) it is idempotent: when that unit is what runs already, it changes
+nothing and says so (exit 0), so a fleet tool can undo each host by its recorded unit as often as it
+likes and the host ends on that unit. Without one, each call goes one release further back.
+
 examples:
   deployctl rollback -d glm5            # back to what the live release replaced
   deployctl rollback glm5               # the same (the positional alias of -d)
   deployctl rollback -d glm5 --to 12    # back to release 12 (see `deployctl history -d glm5`)
+  deployctl rollback -d glm5 --to-unit-hash 3f9c2a41b0d7   # back to the unit of that hash (`status` shows it)
 """
+
+# A hash prefix this long is unique enough among one deployment's releases, and still short to type.
+MIN_HASH_PREFIX = 12
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--to", metavar="RELEASE", type=int, default=None, help="the release id to put back")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--to", metavar="RELEASE", type=int, default=None, help="the release id to put back")
+    target.add_argument("--to-unit-hash", metavar="SHA256", default=None,
+                        help=f"the release whose unit has this sha256 (or its first {MIN_HASH_PREFIX}+ hex digits; "
+                             "`status --json` shows unit_hash): what a fleet tool recorded before its rollout")
     add_site_arguments(parser)
     add_in_unit_argument(parser)
 
@@ -57,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     site = site_from_args(args)
     if args.in_unit:
         return run_in_unit(args, NAME, site)
+    target = Target(args.to, _hash_prefix(args.to_unit_hash))
     with locked(site, NAME):
-        result = asyncio.run(_rollback(site, args.to, dead_man(args, site)))
+        result = asyncio.run(_rollback(site, target, dead_man(args, site)))
     if isinstance(result, list):
         if args.json:
             emit_json({"result": "nothing", "said": result})
@@ -72,13 +86,35 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> PromoteOutcome | list[str]:
+@dataclass(frozen=True)
+class Target:
+    """What to put back: a release id, a unit hash (prefix), or neither (the release the live one replaced)."""
+
+    release: int | None = None
+    unit_hash: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.release is not None or self.unit_hash is not None
+
+
+def _hash_prefix(text: str | None) -> str | None:
+    if text is None:
+        return None
+    digest = text.strip().lower().removeprefix("sha256:")
+    if len(digest) < MIN_HASH_PREFIX or len(digest) > 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InputError(f"--to-unit-hash {text!r}: not a sha256 (64 hex digits, or at least the first {MIN_HASH_PREFIX})",
+                         hint="copy unit_hash from `deployctl status -d DEPLOYMENT --json`")
+    return digest
+
+
+async def _rollback(site: Site, to: Target, guard: Guard | None = None) -> PromoteOutcome | list[str]:
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None, TerminalProgress(), guard=guard) as adapters:
             recovered = await recover_outcomes(ledger, site, adapters, NAME)
             say([r.line for r in recovered])
             refuse_if_failed(site, recovered)
-            if to is None and any(r.rolled_back for r in recovered):
+            if not to.given and any(r.rolled_back for r in recovered):
                 return ["the unfinished promote was rolled back to the known-good unit; nothing more to do"]
             live_id = adopt_installed(ledger, site)
             if live_id is None:
@@ -86,7 +122,8 @@ async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> P
             live = ledger.get(live_id)
             target = _target(ledger, site, live, to)
             if target.unit_hash == live.unit_hash:
-                return [f"release {target.id} is what runs already (release {live.id}): nothing to do"]
+                return [f"release {target.id} ({target.profile or 'unnamed'}, unit {target.unit_hash[:12]}) is what"
+                        f" runs already (release {live.id}): nothing to do"]
             known = site.unit_files().known_good(site.unit)
             assert known is not None
             plan = site.plan_for(f"release {target.id} ({target.profile or 'unnamed'})", text_of(site, target),
@@ -100,16 +137,35 @@ async def _rollback(site: Site, to: int | None, guard: Guard | None = None) -> P
             return await runner.run(m.start(m.Limits(evaluate=False), unchanged=plan.unchanged))
 
 
-def _target(ledger: Ledger, site: Site, live: Release, to: int | None) -> Release:
-    if to is not None:
-        target = ledger.get(to)
+def _target(ledger: Ledger, site: Site, live: Release, to: Target) -> Release:
+    if to.release is not None:
+        target = ledger.get(to.release)
         if target.deployment != site.name:
-            raise InputError(f"release {to} belongs to {target.deployment}, not {site.name}")
+            raise InputError(f"release {to.release} belongs to {target.deployment}, not {site.name}")
         return target
+    if to.unit_hash is not None:
+        return _release_by_hash(ledger, site, live, to.unit_hash)
     if live.previous_id is None:
         raise InputError(f"release {live.id} is live and replaced nothing deployctl recorded",
                          hint=f"pick one with --to (see `deployctl history -d {site.name}`)")
     return ledger.get(live.previous_id)
+
+
+def _release_by_hash(ledger: Ledger, site: Site, live: Release, prefix: str) -> Release:
+    """The release of the unit with this hash (prefix); the live one first, so a repeated undo is a no-op."""
+    if live.unit_hash.startswith(prefix):
+        return live
+    every = ledger.history(site.name, limit=-1)  # SQLite: no limit
+    hashes = {r.unit_hash for r in every if r.unit_hash.startswith(prefix)}
+    if not hashes:
+        raise InputError(f"no release of {site.name} has a unit with hash {prefix[:12]}…: deployctl never installed"
+                         " or adopted it here", hint=f"see `deployctl history -d {site.name}`, or use --to RELEASE")
+    if len(hashes) > 1:
+        raise InputError(f"the hash prefix {prefix} matches {len(hashes)} units of {site.name}",
+                         hint="give more digits, or the whole sha256")
+    found = ledger.release_with_hash(site.name, hashes.pop())
+    assert found is not None
+    return found
 
 
 def text_of(site: Site, release: Release) -> str:

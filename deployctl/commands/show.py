@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
+from deployctl.commands._release_arg import add_release_arguments, named_release
 from deployctl.commands._release_verbs import existing_state_dir
 from deployctl.commands.output import emit, emit_json
 from deployctl.commands.report import add_recompute_argument, load_story
@@ -27,6 +28,7 @@ inventory and says so (as it does, marked "recomputed", for a release stored wit
 
 examples:
   deployctl show 12
+  deployctl show -d glm5                 # glm5's newest release
   deployctl show 12 --json | jq '.benchmarks[0].result.levels'
   deployctl show 12 --format markdown    # the table to paste into a ticket
   deployctl show 12 --recompute          # the verdicts under today's inventory policy
@@ -34,7 +36,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("release", metavar="RELEASE", type=int, help="a release id from `deployctl history`")
+    add_release_arguments(parser, deployment_parser=parser)
     parser.add_argument("--format", choices=("text", "markdown"), default="text",
                         help="markdown: the operators' table, baseline and candidate side by side (GitHub-flavoured)")
     add_recompute_argument(parser)
@@ -43,10 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     directory = existing_state_dir(args)
     if not (directory / LEDGER_FILE).exists():  # a read-only verb never creates the ledger
-        raise InputError(f"no release {args.release}: there is no ledger in {directory} yet",
+        raise InputError(f"no release {args.release or ''}: there is no ledger in {directory} yet",
                          hint="`deployctl history` lists the releases recorded")
     with Ledger.open(directory) as ledger:
-        release = ledger.get(args.release)
+        release = named_release(args, ledger)
         story, *_ = load_story(args, ledger, release)
         if args.format == "markdown":
             from deployctl.reporting.markdown import comparison_markdown

@@ -21,18 +21,22 @@ HELP = "what SGLang decided at startup (capacity, CUDA graphs, untuned kernels) 
 DESCRIPTION = """\
 Read an SGLang startup log (0.3 … 0.5.23; a file, stdin, or the current invocation of a
 deployment's unit in the journal) and print the facts: outcome (ready / failed / starting) and the
-phase reached with the time each took; a failure's kind, message, ranks and evidence lines; the
-effective max_running_requests (TP0's scheduler line) next to the configured one; KV tokens,
-context length, free memory; CUDA-graph and piecewise-graph state; untuned MoE kernel configs;
-deprecated flags; the SGLang version (one release, a range, or unknown, with the cues). A tail-only
-paste or a log cut short is read too; a file that is not an SGLang log is refused (exit 2). The log
-may hold \\r progress meters, ANSI colours, journald prefixes or millisecond timestamps. JSON keys
-are stable (docs/startup.md). Exit 0 when the log is ready or still starting, 6 when it failed (the
+phase reached with the time each took; a failure's kind, message, failed ranks and evidence lines
+(Python exceptions, CUDA/NCCL errors printed by kernels, graph-capture failures, dead processes);
+the split (TP/DP/EP/PP), weight quantisation and speculative decoding (draft model); the effective
+max_running_requests (TP0's scheduler line) next to the configured one; KV tokens, context length,
+free memory; CUDA-graph and piecewise-graph state; untuned MoE kernel configs; deprecated flags;
+the SGLang version (one release, a range, or unknown, with the cues). A tail-only paste or a log
+cut short is read too; a file that is not an SGLang log is refused (exit 2). The log may hold \\r
+progress meters, ANSI colours, millisecond timestamps, and the prefixes of docker compose
+(`svc  | `), kubectl --timestamps/--prefix, journald or a `> ` quote. JSON keys are stable
+(docs/startup.md). Exit 0 when the log is ready or still starting, 6 when it failed (the
 report is printed either way), so `deployctl startup-report log && …` stops on a failed start.
 
 examples:
   deployctl startup-report /var/log/sglang/start.log
   journalctl -u sglang-qwen35.service -o cat -a | deployctl startup-report -
+  docker compose logs sglang | deployctl startup-report -
   deployctl startup-report --deployment qwen35 -i inventory/example.yaml
   deployctl startup-report start.log --json | jq .max_running_requests
   deployctl startup-report start.log --server-info server_info.json   # version from GET /server_info

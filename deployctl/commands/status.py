@@ -49,7 +49,7 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_site_arguments(parser)
-    parser.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="log lines to show (default 10)")
+    parser.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="journal lines to show (default 10; as journalctl -n: in history -n counts releases, as git log -n)")
 
 
 @dataclass(frozen=True)

@@ -82,14 +82,43 @@ class JudgePolicy(_Strict):
         return rule
 
 
+class OutputGatePolicy(_Strict):
+    """The output gate (``deployctl.outputgate``, docs/output-gate.md): the candidate answers the shipped
+    probe prompts greedily and scores the baseline's answers; a clear accuracy drop or a distribution
+    shift far above the server's own A/A noise rejects it ("output changed: …")."""
+
+    enabled: bool = Field(default=True, description="false: no output check (`--skip-output-gate` per run)")
+    # before_keep: after a passing verdict (a slow candidate never pays for it); first: right after the
+    # startup gates, before the sweep (a wrong candidate never pays for the sweep; the gate costs less).
+    run: Literal["before_keep", "first"] = "before_keep"
+    # None: the whole probe set; fewer: the same stratified subset every time (tests, slow models).
+    probes: int | None = Field(default=None, ge=4, description="how many probe prompts to send")
+    max_new_tokens: int = Field(default=24, ge=4, le=512, description="greedy tokens per prompt")
+    top_k: int = Field(default=5, ge=1, le=20, description="top log-probabilities per token (the KL's support)")
+    concurrency: int = Field(default=16, ge=1, le=256, description="probe requests in flight")
+    # McNemar's exact test on the checkable prompts: fail when the candidate is worse at this significance.
+    accuracy_alpha: float = Field(default=0.01, gt=0, lt=0.5)
+    # Limits far above an A/A (simulated floor ~1e-5; llama.cpp: Q8_0 0.0002, Q5_K_M 0.005, IQ3_M 0.07 mean KLD).
+    max_mean_kl: float = Field(default=0.05, gt=0, description="mean per-token top-k KL divergence (nats)")
+    min_same_top_pct: float = Field(default=90.0, gt=0, le=100, description="the candidate's argmax is the baseline's token")
+    # The A/A floor must sit this far below the limits, else the gate cannot tell and says INCONCLUSIVE.
+    floor_margin: float = Field(default=3.0, ge=1)
+    max_failed_pct: float = Field(default=5.0, ge=0, le=100, description="probe requests that may fail")
+    # The canary's watch asks the live release this many probes (its answers at the first watch are the
+    # reference); answers that changed make it degraded. None: the watch does not look at outputs.
+    watch_probes: int | None = Field(default=32, ge=4, description="probe prompts of each canary watch")
+
+
 class StartupGates(_Strict):
-    """Facts from the startup log that fail a candidate before any benchmark request."""
+    """Facts from the startup log that fail a candidate before any benchmark request (and, under
+    ``output:``, the output gate's policy)."""
 
     max_running_requests_drop_pct: float | None = Field(default=10.0, ge=0)
     max_total_num_tokens_drop_pct: float | None = Field(default=25.0, ge=0)
     cuda_graph_must_stay_enabled: bool = True
     new_failure_warnings: bool = True
     startup_timeout_s: float = Field(default=1800.0, gt=0, description="from restart to ready")
+    output: OutputGatePolicy = Field(default_factory=OutputGatePolicy)
 
 
 class WebhookPolicy(_Strict):
@@ -100,6 +129,16 @@ class WebhookPolicy(_Strict):
     secret_file: str | None = Field(default=None, description="file holding the signing secret")
     attempts: int = Field(default=3, ge=1, le=10)
     timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+class PrometheusSource(_Strict):
+    """A Prometheus server that scrapes the deployment's SGLang: the passive watch reads its query API
+    instead of the server's /metrics (a window back from now, no waiting)."""
+
+    url: str = Field(pattern=r"^https?://", description="the Prometheus server, e.g. http://prometheus:9090")
+    # PromQL label matchers that pick this deployment's server out of all it scrapes
+    selector: str = Field(default="", description='e.g. job="sglang",instance="gpu1:30000"',
+                          pattern=r'^[^{}\n]*$')
 
 
 class CanaryPolicy(_Strict):
@@ -123,6 +162,9 @@ class CanaryPolicy(_Strict):
     # The passive watch reads the server's /metrics over this window (judge.max_trials sub-windows); only a
     # server that served nobody over it gets the synthetic sweep.
     passive_window_s: float = Field(default=60.0, ge=2)
+    # Read the passive window from this Prometheus server (its query API) rather than the server's /metrics;
+    # the window should span two of its scrape intervals per judge trial.
+    prometheus: PrometheusSource | None = None
     webhook: WebhookPolicy | None = None
 
 
@@ -139,9 +181,11 @@ class Policy(_Strict):
     gates: StartupGates = Field(default_factory=StartupGates)
     # A rollback verifies the restored baseline with a short sweep at these levels.
     verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
-    # The dead-man's switch: the known-good unit comes back this long after a candidate is installed unless
-    # the controller keeps or rolls back first. None → deployctl.promote.dead_man.bound_s (the worst case).
+    # The dead-man's switch (deployctl.promote.dead_man): a controller with no progress (no step, no finished
+    # request) for dead_man_s is stopped. None → the startup or request timeout, whichever is longer, + 60 s.
     dead_man_s: float | None = Field(default=None, gt=0)
+    # How often PID 1 checks that the controller lives: a dead one's candidate serves at most this long.
+    dead_man_check_s: float = Field(default=30.0, ge=1, le=600)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     bisect: BisectPolicy = Field(default_factory=BisectPolicy)
 

@@ -8,11 +8,16 @@ knows how to read:
 
 - one level per occupancy: ``concurrency`` is the window's mean number of running requests, rounded, so a
   release is only ever compared with itself at the same occupancy (the reference has levels of its own);
-- one trial per sub-window (the judge's unit of replication): ``output_tok_s`` is the generation tokens per
-  second *per running request* times that occupancy — the aggregate the server gives at exactly that many
-  running requests, whatever the users' count did within it; TTFT / ITL / E2E percentiles come from the
+- one trial per sub-window (the judge's unit of replication): ``output_tok_s`` is the tokens per second
+  *per running request* times that occupancy — the aggregate the server gives at exactly that many running
+  requests, whatever the users' count did within it. Per running request is 1 / the mean inter-token gap
+  (the ITL histogram's sum and count over the sub-window); without one, the generated tokens per second
+  over the running gauge's mean (a few samples of a gauge that dips between requests: noisier — on the
+  simulator sub-windows then varied by up to 10 %). TTFT / ITL / E2E percentiles come from the
   histogram buckets' increase over the sub-window (as PromQL's ``histogram_quantile`` interpolates);
-- a sub-window in which users queued, or in which nothing was generated, is not judged (``invalid_reason``).
+- a sub-window in which users queued, or in which nothing was generated, is not judged (``invalid_reason``);
+- requests the server aborted (``sglang:num_aborted_requests_total``, newer SGLang) are its errors:
+  ``error_check`` makes a window degraded where more of them failed than the policy allows.
 
 ``idle`` says whether the server served nobody over the window (nothing running, queued or generated):
 only then may a synthetic sweep measure it.
@@ -26,11 +31,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
+from deployctl.judge.watch import CheckVerdict, Health
 
 GENERATION = ("sglang:generation_tokens_total",)
 PROMPT = ("sglang:prompt_tokens_total",)
@@ -39,6 +45,8 @@ QUEUED = ("sglang:num_queue_reqs",)
 TTFT = ("sglang:time_to_first_token_seconds",)
 ITL = ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
 E2E = ("sglang:e2e_request_latency_seconds",)
+FINISHED = ("sglang:num_requests_total",)
+ABORTED = ("sglang:num_aborted_requests_total",)
 PASSIVE_URL = "passive:/metrics"  # the BenchResult's url: where a passive measurement came from
 
 
@@ -105,6 +113,24 @@ def parse_scrape(text: str, at: float) -> Scrape:
     return Scrape(at, values, histograms)
 
 
+def scrape_from_vector(vector: Sequence[Mapping[str, Any]], at: float) -> Scrape:
+    """A Prometheus query API instant vector (``data.result``: ``{"metric": {...}, "value": [t, "v"]}``) of
+    the server's series, as one ``Scrape``: the same sums over label sets as ``parse_scrape``."""
+    values: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for item in vector:
+        labels, value = item["metric"], float(item["value"][1])
+        name = labels.get("__name__", "")
+        values[name] = values.get(name, 0.0) + value
+        if name.endswith("_bucket") and "le" in labels:
+            slot = buckets.setdefault(name[:-len("_bucket")], {})
+            le = float(labels["le"])
+            slot[le] = slot.get(le, 0.0) + value
+    histograms = {base: Histogram(tuple(sorted(b.items())), values.get(f"{base}_count", 0.0),
+                                  values.get(f"{base}_sum", 0.0)) for base, b in buckets.items()}
+    return Scrape(at, values, histograms)
+
+
 def exports_what_a_watch_needs(scrape: Scrape) -> str | None:
     """Why a passive watch cannot read this server (the metric it lacks), or None when it can."""
     for what, names in (("generated tokens", GENERATION), ("running requests", RUNNING), ("queued requests", QUEUED)):
@@ -150,6 +176,27 @@ def window_result(scrapes: Sequence[Scrape], trials: int, started_at: float, mod
                        levels=levels)
 
 
+def _counted(later: Scrape, earlier: Scrape, names: Sequence[str]) -> int | None:
+    a, b = later.first(names), earlier.first(names)
+    return int(a - b) if a is not None and b is not None else None
+
+
+def error_check(now: BenchResult, reference: BenchResult | None, max_rate: float) -> CheckVerdict:
+    """Users' requests the server aborted over the window (``sglang:num_aborted_requests_total``, where it
+    exports it): more than ``max_rate`` of them, and more than at the reference, is degraded."""
+    rate, ref = _abort_rate(now), _abort_rate(reference) if reference is not None else 0.0
+    if rate is None or rate <= max_rate or rate <= (ref or 0.0) + max_rate:
+        return CheckVerdict(Health.OK)
+    return CheckVerdict(Health.DEGRADED, (f"{100 * rate:.1f} % of its users' requests were aborted (reference "
+                                          f"{100 * (ref or 0.0):.1f} %, allowed {100 * max_rate:g} %)",))
+
+
+def _abort_rate(result: BenchResult) -> float | None:
+    trials = [t for lv in result.levels for t in lv.trials]
+    total = sum(t.requests_ok + t.requests_failed for t in trials)
+    return sum(t.requests_failed for t in trials) / total if total else None
+
+
 def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) -> TrialResult:
     first, last = part[0], part[-1]
     wall = max(last.at - first.at, 1e-9)
@@ -157,9 +204,15 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
     prompt = (last.first(PROMPT) or 0.0) - (first.first(PROMPT) or 0.0)
     running = occupancy(part)
     queued = max(s.first(QUEUED) or 0.0 for s in part)
-    per_request = generated / wall / running if running > 0 else 0.0
+    itl = _delta(last, first, ITL)
+    if itl is not None and itl.count > 0 and itl.total > 0:
+        per_request = itl.count / itl.total  # 1 / the mean inter-token gap: no sampling of the running gauge
+    else:
+        per_request = generated / wall / running if running > 0 else 0.0
     e2e = _delta(last, first, E2E)
-    finished = int(e2e.count) if e2e is not None else 0
+    aborted = _counted(last, first, ABORTED) or 0
+    finished = _counted(last, first, FINISHED)
+    ok = max(0, finished - aborted) if finished is not None else int(e2e.count) if e2e is not None else 0
     invalid = None
     if generated <= 0 or running <= 0:
         invalid = "nothing was generated in this part of the window (no users)"
@@ -167,8 +220,8 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
         invalid = f"users queued ({queued:g} waiting): the server was saturated, its speed then is not comparable"
     return TrialResult(
         concurrency=level, trial=index, started_at=started_at, wall_s=wall,
-        requests_ok=finished, requests_failed=0, output_tokens=int(generated), input_tokens=int(prompt),
+        requests_ok=ok, requests_failed=aborted, output_tokens=int(generated), input_tokens=int(prompt),
         output_tok_s=per_request * level, input_tok_s=prompt / wall, per_request_tok_s=Percentiles(mean=per_request),
-        ttft_s=_percentiles(_delta(last, first, TTFT)), itl_s=_percentiles(_delta(last, first, ITL)),
+        ttft_s=_percentiles(_delta(last, first, TTFT)), itl_s=_percentiles(itl),
         tpot_s=Percentiles(), e2e_s=_percentiles(e2e), invalid_reason=invalid,
     )

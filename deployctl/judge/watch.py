@@ -49,6 +49,27 @@ class WatchVerdict:
         return self.health is Health.DEGRADED
 
 
+@dataclass(frozen=True)
+class CheckVerdict:
+    """Another check's outcome in the same watch (``deployctl.live.canary.WatchCheck``)."""
+
+    health: Health
+    reasons: tuple[str, ...] = ()
+
+
+_WORST_FIRST = (Health.DEGRADED, Health.UNCLEAR, Health.OK)
+
+
+def with_checks(verdict: WatchVerdict, checks: Sequence[tuple[str, CheckVerdict]]) -> WatchVerdict:
+    """The watch's verdict with the other checks folded in: the worst outcome wins, every reason is kept
+    (each check's under its name)."""
+    if not checks:
+        return verdict
+    health = min([verdict.health, *(c.health for _, c in checks)], key=_WORST_FIRST.index)
+    reasons = [*verdict.reasons, *(f"{name}: {r}" for name, c in checks for r in c.reasons)]
+    return WatchVerdict(health, verdict.verdict, verdict.shifts, tuple(reasons))
+
+
 def level_means(result: BenchResult, metric: str) -> dict[int, float]:
     """The mean of ``metric`` over the valid trials of each level (the watch series' one point per level)."""
     value = METRICS[metric].value

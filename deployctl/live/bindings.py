@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from statistics import mean
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
@@ -19,6 +19,7 @@ from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.measure import LiveBench
+from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
@@ -37,9 +38,10 @@ from deployctl.units.stamp import unit_hash
 
 
 class LiveUnits:
-    def __init__(self, systemd: Systemd, site: Site) -> None:
+    def __init__(self, systemd: Systemd, site: Site, on_progress: Callable[[], None] | None = None) -> None:
         self.systemd = systemd
         self.site = site
+        self.on_progress = on_progress  # each line of a starting server: the dead-man's lease is renewed
         self.files = site.unit_files()
         self.journal: Journal = site.endpoint.journal()
 
@@ -77,8 +79,9 @@ class LiveUnits:
     async def restart_and_wait(self, name: str, timeout_s: float, *, fresh_start: bool = False) -> StartOutcome:
         if fresh_start:
             await self.systemd.reset_failed(name)
+        on_line = (lambda line: self.on_progress()) if self.on_progress is not None else None
         report = await restart_and_wait(self.systemd, self.journal, name, timeout_s=timeout_s,
-                                        probe=http_health_probe(self.site.url + "/health"))
+                                        probe=http_health_probe(self.site.url + "/health"), on_line=on_line)
         startup = parse_lines(line.text for line in report.log if not line.from_manager)
         if report.outcome.ok and not startup.ready and report.invocation_id:
             startup = await self._complete_log(report.invocation_id)
@@ -245,14 +248,16 @@ async def live_adapters(site: Site, profile: str | None, progress: Progress | No
     systemd = await site.endpoint.connect()
     try:
         yield Adapters(
-            units=LiveUnits(systemd, site),
-            bench=LiveBench(site, systemd, getattr(progress, "detail", None)),
+            units=LiveUnits(systemd, site, on_progress=guard.renew if guard is not None else None),
+            bench=LiveBench(site, systemd, getattr(progress, "detail", None),
+                            on_progress=guard.renew if guard is not None else None),
             judge=LiveJudge(site.policy, improvement=improvement),
             preflight=LivePreflight(site, profile or "") if preflight and profile else _NoPreflight(),
             startup=LiveStartup(systemd, site),
             progress=progress or QuietProgress(),
             host=LiveHostFacts(site),
             guard=guard,
+            outputs=LiveOutputs(site.api_key()),
         )
     finally:
         await systemd.close()

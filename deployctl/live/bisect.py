@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.inventory.model import Profile, resolve_profile
+from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Guard, Progress
 from deployctl.live.runner import Runner
@@ -115,6 +116,8 @@ def _blame(baseline: StartupReport | None, candidate: StartupReport | None, prof
 
 
 def _summary(state: m.State, ev: Evidence) -> str:
+    if ev.output is not None and ev.output.outcome is not Verdict.PASS:  # wrong answers, however fast
+        return ev.output.reasons[0]
     if ev.gate_failures:
         return "startup gate: " + "; ".join(ev.gate_failures)
     if ev.start_failure is not None:

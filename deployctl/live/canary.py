@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.verdict import judge
-from deployctl.judge.watch import Health, WatchVerdict, level_means, watch_verdict
-from deployctl.live.passive_watch import scrape_once, scrape_window
+from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
+from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged, version_identity
@@ -63,9 +63,20 @@ class WatchReport:
         return self.verdict.reasons if self.verdict else ()
 
 
-async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> WatchReport:
+class WatchCheck(Protocol):
+    """Another look at the live release in the same watch, after its speed is measured (the output gate's
+    subset of probes will be one): its own ok / degraded / unclear and reasons, folded into the watch's
+    (``deployctl.judge.watch.with_checks``: the worst outcome wins), stored and reported with it."""
+
+    name: str
+
+    async def __call__(self, site: Site, live: Release) -> CheckVerdict: ...
+
+
+async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release,
+                checks: Sequence[WatchCheck] = ()) -> WatchReport:
     """Passive first: the server's own /metrics over the policy's window while it serves users; a synthetic
-    sweep only when it served nobody over that window (or exports no /metrics)."""
+    sweep only when it served nobody over that window (or exports no /metrics). Then ``checks``."""
     report = await adapters.startup.live_report(site.unit)
     version = report.sglang_version if report else None
     if not await adapters.bench.healthy(site.url):
@@ -75,14 +86,28 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -
     identity = version_identity(version_key(facts.sglang_version, report))
     scrapes, why = await _window(site)
     if scrapes and not passive.idle(scrapes):
-        return _passive(ledger, site, live, version, identity, scrapes)
-    return await _synthetic(ledger, site, adapters, live, version, identity, why)
+        measured = _passive(ledger, site, live, version, identity, scrapes)
+    else:
+        measured = await _synthetic(ledger, site, adapters, live, version, identity, why)
+    assert measured.verdict is not None
+    verdict = with_checks(measured.verdict, [(check.name, await check(site, live)) for check in checks])
+    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, measured.reference_from),
+                                                     "sglang_version": identity, "mode": measured.mode,
+                                                     "mode_reason": measured.mode_reason})
+    return replace(measured, verdict=verdict)
 
 
 async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
     """The passive window's scrapes (none when the server exports no usable /metrics), and why a sweep of ours
     would be the way to measure it, in words."""
     canary, api_key = site.policy.canary, site.api_key()
+    if canary.prometheus is not None:
+        scrapes = await query_window(canary.prometheus, canary.passive_window_s, site.policy.judge.max_trials)
+        lacking = passive.exports_what_a_watch_needs(scrapes[0]) if scrapes else \
+            f"Prometheus at {canary.prometheus.url} has no sglang: series for {promql(canary.prometheus)}"
+        if lacking:
+            return [], f"synthetic sweep: {lacking}"
+        return scrapes, f"synthetic sweep: the server served nobody over the last {canary.passive_window_s:g} s"
     first = await scrape_once(site.url, api_key)
     lacking = passive.exports_what_a_watch_needs(first) if first is not None else \
         "it serves no /metrics: start SGLang with --enable-metrics to watch it from its users' traffic"
@@ -97,7 +122,8 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
     policy = site.policy
     result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
     level = result.levels[0].concurrency if result.levels else 0
-    mode_reason = f"passive: the server's /metrics over {policy.canary.passive_window_s:g} s of its users' load " \
+    source = f"Prometheus at {policy.canary.prometheus.url}" if policy.canary.prometheus else "the server's /metrics"
+    mode_reason = f"passive: {source} over {policy.canary.passive_window_s:g} s of its users' load " \
                   f"(about {passive.occupancy(scrapes):.1f} running requests), no request of ours"
     pinned = [b for b in ledger.benches(live.id) if b.role == PASSIVE_REFERENCE
               and any(lv["concurrency"] == level for lv in b.result.get("levels", []))]
@@ -119,9 +145,8 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
             if c == level:
                 series.setdefault(c, []).append(v)
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
+    verdict = with_checks(verdict, [("errors", passive.error_check(result, reference, policy.bench.max_failure_rate))])
     ledger.save_bench(live.id, PASSIVE_WATCH, result, **key)
-    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
-                                                     "mode": "passive", "mode_reason": mode_reason})
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "passive", mode_reason)
 
 
@@ -149,8 +174,6 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                       host=site.host, sglang_version=version)
-    ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, reference_from), "sglang_version": identity,
-                                                     "mode": "synthetic", "mode_reason": mode_reason})
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
                        mode_reason)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
-from deployctl.adapters.transient import timer_properties
+from deployctl.adapters.transient import TransientService, timer_properties
 from deployctl.adapters.unitfiles import atomic_write
 from deployctl.errors import InputError, SystemdError
 from deployctl.inventory.policy import Policy
@@ -218,12 +219,17 @@ async def arm_recheck(site: Site, delay_s: float) -> str | None:
     if not (site.unit_files().unit_dir / CANARY_SERVICE).exists():
         return None
     timer = recheck_timer(site.name)
+    # A transient timer cannot name the unit it triggers (systemd refuses Unit=): it triggers its own
+    # transient service, which starts the installed canary service (not a second canary beside it).
+    starter = TransientService(argv=[shutil.which("systemctl") or "/usr/bin/systemctl", "start", "--no-block", service],
+                               description=f"deployctl: start {service} again after an unclear watch")
     async with await site.endpoint.connect() as systemd:
         await systemd.stop_if_loaded(timer)
-        await systemd.reset_failed(timer)
-        properties = [*timer_properties(f"deployctl canary of {site.name}: look again after an unclear watch", delay_s),
-                      ("Unit", "s", service)]
-        (await systemd.start_transient(timer, properties)).check()
+        for unit in (timer, timer.replace(".timer", ".service")):
+            await systemd.reset_failed(unit)
+        properties = timer_properties(f"deployctl canary of {site.name}: look again after an unclear watch", delay_s)
+        (await systemd.start_transient(timer, properties,
+                                       [(timer.replace(".timer", ".service"), starter.properties())])).check()
     return timer
 
 

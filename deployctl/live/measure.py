@@ -75,8 +75,10 @@ class LiveBench:
     """The runner's ``Bench`` for one deployment: ``measure`` with the unit's process tree and its journal
     read for retractions; the raw samples travel with the result into the ledger."""
 
-    def __init__(self, site: Site, systemd: Systemd | None = None, note: Callable[[str], None] | None = None) -> None:
+    def __init__(self, site: Site, systemd: Systemd | None = None, note: Callable[[str], None] | None = None,
+                 on_progress: Callable[[], None] | None = None) -> None:
         self.site = site
+        self.on_progress = on_progress  # each finished request: the dead-man's lease is renewed
         self.policy = site.policy
         self.systemd = systemd
         self.journal: Journal = site.endpoint.journal()
@@ -85,6 +87,8 @@ class LiveBench:
 
     def _progress(self, p: Progress) -> None:
         """One line per finished trial, so a long sweep shows it is moving."""
+        if self.on_progress is not None:
+            self.on_progress()
         if self.note is not None and p.result is not None:
             t = p.result
             invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""

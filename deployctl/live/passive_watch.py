@@ -9,7 +9,8 @@ import asyncio
 import time
 
 from deployctl.adapters import server_metrics
-from deployctl.judge.passive import Scrape, parse_scrape
+from deployctl.inventory.policy import PrometheusSource
+from deployctl.judge.passive import Scrape, parse_scrape, scrape_from_vector
 
 SCRAPES_PER_TRIAL = 4  # gauge samples per sub-window: its mean occupancy is their mean
 
@@ -35,4 +36,25 @@ async def scrape_window(url: str, api_key: str | None, window_s: float, trials: 
             if text is None:
                 break
             out.append(parse_scrape(text, time.monotonic()))
+    return out
+
+
+def promql(source: PrometheusSource) -> str:
+    """Every sglang: series of the deployment's server, in one instant vector."""
+    return '{__name__=~"sglang:.+"' + (f",{source.selector}" if source.selector else "") + "}"
+
+
+async def query_window(source: PrometheusSource, window_s: float, trials: int) -> list[Scrape]:
+    """The last ``window_s`` from the Prometheus server, at the times a scraper would have scraped (no
+    waiting: Prometheus has the past). Empty when it has none of the server's series."""
+    count = trials * SCRAPES_PER_TRIAL
+    end = time.time()
+    out: list[Scrape] = []
+    async with server_metrics.client(None) as http:
+        for i in range(count + 1):
+            at = end - window_s + i * window_s / count
+            vector = await server_metrics.query(http, source.url, promql(source), at)
+            if not vector:
+                return []
+            out.append(scrape_from_vector(vector, at))
     return out

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
+from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
+from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import (
     DriftResult,
@@ -72,10 +74,18 @@ class UnknownHost:
         return ServerFacts()
 
 
+class Outputs(Protocol):
+    """The output gate's probes (deployctl.live.output_gate): a server's reference answers, its scores of them."""
+
+    async def reference(self, url: str, policy: OutputGatePolicy, key: str) -> ReferenceSet: ...
+    async def measure(self, url: str, policy: OutputGatePolicy, refs: ReferenceSet, *, answers: bool) -> Measured: ...
+
+
 class Guard(Protocol):
     """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
 
     async def arm(self, release_id: int) -> str: ...
+    def renew(self) -> None: ...  # progress: a step, a finished request (cheap, called often)
     async def disarm(self) -> None: ...
 
 
@@ -99,6 +109,7 @@ class Adapters:
     host: HostFacts = field(default_factory=UnknownHost)
     clock: Callable[[], float] = time.monotonic
     guard: Guard | None = None
+    outputs: Outputs | None = None  # None: this caller has no output gate (Limits.output_gate stays off)
 
 
 # --- the evidence a promote gathers --------------------------------------------------------------

@@ -52,6 +52,9 @@ from deployctl.promote.evidence import (
     describe_action,
     version_key,
 )
+from deployctl.outputgate.probes import shipped
+from deployctl.outputgate.record import ReferenceSet, reference_key
+from deployctl.outputgate.verdict import decide
 from deployctl.promote.records import StoredBench
 
 log = logging.getLogger("deployctl")
@@ -106,6 +109,8 @@ class Runner:
             self.ledger.save_state(self.release_id, state.to_dict())
             self.ledger.record(self.release_id, state.phase.value, "intent", type(action).__name__, {"action": repr(action)})
             self.a.progress.step(state.phase, describe_action(action, self.plan))
+            if self.a.guard is not None:  # each step is progress: the dead-man's lease runs on
+                self.a.guard.renew()
             t0, outside0 = self.a.clock(), self.evidence.outside_s
             outcome = await self._act_unless_aborted(state, action)
             if state.phase is self.crash_after:
@@ -218,6 +223,9 @@ class Runner:
             gpu_driver=facts.gpu_driver, power_limit_w=facts.power_limit_w, clocks_policy=facts.clocks_policy,
         )
         self.evidence.fingerprint = fingerprint
+        problem = await self._reference_outputs(fresh=action.fresh)
+        if problem:
+            return m.Failed((problem,))
         if not action.fresh:
             stored = self._reusable(fingerprint)
             if stored is not None:
@@ -308,6 +316,9 @@ class Runner:
         return m.Confirmed(True, (self.evidence.reuse.describe(),))
 
     async def _do_InstallTrial(self, action: m.InstallTrial) -> m.Outcome:
+        problem = await self._reference_outputs(fresh=False)  # a promote that began here (the canary's)
+        if problem:
+            return m.Failed((problem,))
         where = await self.a.units.install_trial(self.plan.unit_name, self.plan.candidate_text)
         armed = await self.a.guard.arm(self.release_id) if self.a.guard is not None else None
         return m.Succeeded((f"installed {self.plan.profile} as a trial: {where}",) + ((armed,) if armed else ()))
@@ -359,6 +370,69 @@ class Runner:
         self.ledger.record(self.release_id, m.Phase.JUDGE.value, "note", VERDICT_EVENT, stored.to_detail())
         return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
 
+    async def _do_CheckOutputs(self, action: m.CheckOutputs) -> m.Outcome:
+        reference, floor = self.evidence.outputs_reference, self.evidence.outputs_floor
+        if reference is None or floor is None or self.a.outputs is None:
+            return m.OutputsChecked(Verdict.INCONCLUSIVE, ("output gate: the baseline's answers are not at hand "
+                                                           "(a resumed promote); the baseline is kept",))
+        policy = self.plan.policy.gates.output
+        t0 = self.a.clock()
+        try:
+            measured = await self.a.outputs.measure(self.plan.url, policy, reference, answers=True)
+        finally:
+            self._outside("outputs:candidate", self.a.clock() - t0)
+        probes = shipped().subset(policy.probes)
+        verdict = decide(policy, probes, reference.refs, floor.scores, measured.scores, measured.answers,
+                         failed=measured.failed, requests=measured.requests)
+        self.evidence.output = verdict
+        self.ledger.record(self.release_id, m.Phase.OUTPUTS.value, "evidence", "outputs",
+                           {**verdict.to_dict(), "reference_from": reference.reused_from,
+                            "seconds": {"reference": reference.seconds, "floor": floor.seconds,
+                                        "candidate": measured.seconds}})
+        return m.OutputsChecked(verdict.outcome, verdict.reasons)
+
+    async def _reference_outputs(self, *, fresh: bool) -> str | None:
+        """The baseline's answers and its A/A floor, while the known-good release still runs: a stored set
+        with the same key (unit, host, SGLang version, GPU, probes, decoding) re-scored today (the floor,
+        which also confirms it), else measured now and stored. None, or why the gate cannot run."""
+        last = self._last
+        if self.a.outputs is None or last is None or not last.limits.output_gate \
+                or self.evidence.outputs_reference is not None:
+            return None
+        policy, fp = self.plan.policy.gates.output, self.evidence.fingerprint
+        probes = shipped().subset(policy.probes)
+        key = reference_key(unit_hash=self.plan.known_good_hash or "", host=self.plan.host,
+                            sglang_version=fp.sglang_version if fp else None, gpu_model=fp.gpu_model if fp else None,
+                            probe_version=probes.version, max_new_tokens=policy.max_new_tokens, top_k=policy.top_k)
+        t0 = self.a.clock()
+        try:
+            reference = None
+            if not fresh and self.baseline_max_age_s > 0:
+                stored = self.ledger.stored_outputs(key, max_age_s=self.baseline_max_age_s)
+                if stored is not None:
+                    reference = ReferenceSet.from_dict(stored[1], reused_from=stored[0])
+            if reference is not None:
+                floor = await self.a.outputs.measure(self.plan.url, policy, reference, answers=False)
+                unchanged = decide(policy, probes, reference.refs, floor.scores, floor.scores, {})
+                if unchanged.floor.mean_kl * policy.floor_margin > policy.max_mean_kl or floor.failed:
+                    reference = None  # it no longer describes the server: measure a fresh one
+            if reference is None:
+                reference = await self.a.outputs.reference(self.plan.url, policy, key)
+                if not reference.refs:
+                    return (f"output gate: the live release answered none of {reference.requests} probe prompts "
+                            "with log-probabilities; fix it, or pass --skip-output-gate for a model that cannot")
+                floor = await self.a.outputs.measure(self.plan.url, policy, reference, answers=False)
+                self.ledger.record(self.release_id, m.Phase.BASELINE.value, "evidence", "outputs-reference",
+                                   reference.to_dict())
+        finally:
+            self._outside("outputs:baseline", self.a.clock() - t0)
+        self.evidence.outputs_reference, self.evidence.outputs_floor = reference, floor
+        return None
+
+    def _outside(self, key: str, seconds: float) -> None:
+        self.evidence.add_time("traffic", seconds)
+        self.evidence.add_time(key, seconds)
+
     async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
         where = await self.a.units.keep(self.plan.unit_name, self.plan.candidate_hash)
         self.ledger.mark_live(self.release_id)
@@ -389,7 +463,9 @@ class Runner:
         judged = self.evidence.judge.outcome if self.evidence.judge and not self.evidence.gate_failures else None
         drift = self.a.judge.drift(self.evidence.baseline, result, self.evidence.candidate, judged)
         self.evidence.drift = drift
-        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt)
+        # A drift of throughput never explains changed answers: an output-gate rejection stands.
+        wrong = self.evidence.output is not None and self.evidence.output.outcome is not Verdict.PASS
+        return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt and not wrong)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -436,6 +512,8 @@ def _failure(action: m.Action, reason: str) -> m.Outcome:
         return m.Verified(False, reasons=(reason,))
     if isinstance(action, m.JudgeCandidate):
         return m.Judged(Verdict.INVALID, (reason,))
+    if isinstance(action, m.CheckOutputs):
+        return m.OutputsChecked(Verdict.INVALID, (f"output gate: {reason}",))
     return m.Failed((reason,))
 
 

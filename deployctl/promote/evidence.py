@@ -13,6 +13,8 @@ from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
+from deployctl.outputgate.record import Measured, ReferenceSet
+from deployctl.outputgate.verdict import OutputVerdict
 from deployctl.promote import machine as m
 from deployctl.promote.records import StoredBench
 from deployctl.startup.parser import StartupReport
@@ -199,6 +201,9 @@ class Evidence:
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
     preflight: PreflightResult | None = None
+    outputs_reference: ReferenceSet | None = None  # the baseline's answers the output gate compares with
+    outputs_floor: Measured | None = None  # the baseline server scoring its own answers: the A/A noise
+    output: OutputVerdict | None = None
     # "startup_wait" and "traffic" (not the controller's own time), "own:PHASE" (the controller's share);
     # "bench:ROLE" splits the traffic by what it measured (baseline, confirmation, candidate, verify).
     timings: dict[str, float] = field(default_factory=dict)
@@ -260,6 +265,7 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.CheckStartupGates: lambda: "check the startup gates",
         m.BenchCandidate: lambda: "benchmark the candidate",
         m.JudgeCandidate: lambda: "judge candidate against baseline",
+        m.CheckOutputs: lambda: "output gate: the candidate answers the probe prompts and scores the baseline's answers",
         m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
         m.VerifyBaseline: lambda: "verify the restored baseline (health + short benchmark + drift check)",

@@ -1,11 +1,14 @@
 """The promote state machine, pure: no I/O, no clock, no environment.
 
     PREFLIGHT → BASELINE ⇄ CONFIRM
-                   └──────────┴─▶ INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → KEEP → DONE
-                              │          │         │        │      │      │
-                              └──────────┴─────────┴────────┴──────┴──────┴─▶ ROLLBACK → VERIFY → DONE
+                   └──────────┴─▶ INSTALL → RESTART → STARTUP → BENCH ⇄ JUDGE → OUTPUTS → KEEP → DONE
+                              │          │         │        │      │        │        │
+                              └──────────┴─────────┴────────┴──────┴────────┴────────┴─▶ ROLLBACK → VERIFY → DONE
                                                                                  │          │
                                                                                  └──────────┴─▶ ROLLBACK_FAILED
+
+OUTPUTS (the output gate, ``limits.output_gate``) follows a passing verdict: fast but wrong is never kept;
+with ``limits.output_first`` it runs between STARTUP and BENCH instead (a wrong candidate skips the sweep).
 
 The plan is made before the machine starts (the ledger records the candidate before the first step);
 ``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
@@ -29,6 +32,7 @@ from deployctl.promote.steps import (
     Action,
     BaselineStored,
     BenchCandidate,
+    CheckOutputs,
     CheckStartupGates,
     ConfirmBaseline,
     Confirmed,
@@ -40,6 +44,7 @@ from deployctl.promote.steps import (
     KeepCandidate,
     MeasureBaseline,
     Outcome,
+    OutputsChecked,
     RestartCandidate,
     RestoreBaseline,
     RunPreflight,
@@ -50,9 +55,9 @@ from deployctl.promote.steps import (
 
 # The vocabulary lives in state.py and steps.py; callers read it here as ``machine.X``.
 __all__ = [
-    "TERMINAL", "Action", "BaselineStored", "BenchCandidate", "CheckStartupGates", "ConfirmBaseline", "Confirmed",
+    "TERMINAL", "Action", "BaselineStored", "BenchCandidate", "CheckOutputs", "CheckStartupGates", "ConfirmBaseline", "Confirmed",
     "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
-    "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "Phase", "RestartCandidate", "RestoreBaseline",
+    "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "OutputsChecked", "Phase", "RestartCandidate", "RestoreBaseline",
     "Result", "RunPreflight", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
     "resume_after_crash", "start",
 ]
@@ -67,6 +72,7 @@ _ACTIONS = {
     Phase.STARTUP: lambda s: CheckStartupGates(),
     Phase.BENCH: lambda s: BenchCandidate(round=s.bench_round, more_trials=s.more_trials),
     Phase.JUDGE: lambda s: JudgeCandidate(),
+    Phase.OUTPUTS: lambda s: CheckOutputs(),
     Phase.KEEP: lambda s: KeepCandidate(),
     Phase.ROLLBACK: lambda s: RestoreBaseline(attempt=s.rollback_attempt),
     Phase.VERIFY: lambda s: VerifyBaseline(),
@@ -216,7 +222,31 @@ def _judge(state: State, outcome: Outcome) -> State:
     return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
 
 
+def _startup(state: State, outcome: Outcome) -> State:
+    first = state.limits.output_gate and state.limits.output_first
+    return _simple(Phase.OUTPUTS if first else Phase.BENCH, _reject)(state, outcome)
+
+
 def _pass(state: State, reasons: tuple[str, ...]) -> State:
+    if state.limits.output_gate and not state.limits.output_first:
+        return replace(state, phase=Phase.OUTPUTS, reasons=state.reasons + reasons)
+    return _passed(state, reasons)
+
+
+def _outputs(state: State, outcome: Outcome) -> State:
+    """The output gate after a passing verdict: only PASS goes on; an undecided gate never keeps."""
+    _expect(outcome, OutputsChecked, phase=state.phase)
+    assert isinstance(outcome, OutputsChecked)
+    if outcome.outcome is Verdict.PASS:
+        if state.bench_round == 0:  # the gate ran first: the benchmark is next
+            return replace(state, phase=Phase.BENCH, reasons=state.reasons + outcome.reasons)
+        return _passed(state, outcome.reasons)
+    if outcome.outcome is Verdict.INCONCLUSIVE:
+        return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + ("the output gate keeps the baseline",))
+    return _reject(state, outcome.reasons)
+
+
+def _passed(state: State, reasons: tuple[str, ...]) -> State:
     if not state.limits.keep:
         return _rollback(state, Result.PASSED, reasons + ("a bisect trial: passed, not kept",))
     return replace(state, phase=Phase.KEEP, result=Result.KEPT, reasons=state.reasons + reasons)
@@ -270,9 +300,10 @@ _STEPS: dict[Phase, Step] = {
     Phase.CONFIRM: _confirm,
     Phase.INSTALL: _simple(Phase.RESTART, _reject),
     Phase.RESTART: _restart,
-    Phase.STARTUP: _simple(Phase.BENCH, _reject),
+    Phase.STARTUP: _startup,
     Phase.BENCH: _bench,
     Phase.JUDGE: _judge,
+    Phase.OUTPUTS: _outputs,
     Phase.KEEP: _keep,
     Phase.ROLLBACK: _restore,
     Phase.VERIFY: _verify,

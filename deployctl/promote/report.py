@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.outputgate.verdict import verdict_lines
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
 from deployctl.promote.records import Release
@@ -131,6 +132,12 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
     if latency:
         lines.append("  latency gates: " + "; ".join(latency))
     lines.append("  startup gates: " + "; ".join(startup_gates(p)))
+    o = p.gates.output
+    lines.append("  output gate: " + (
+        f"{o.probes or 'all'} probe prompts × {o.max_new_tokens} greedy tokens, top {o.top_k}, "
+        f"{'before the sweep' if o.run == 'first' else 'after a passing verdict'}; fails on an accuracy drop "
+        f"(McNemar p < {o.accuracy_alpha:g}), mean KL > {o.max_mean_kl:g} or same top token < {o.min_same_top_pct:g} %"
+        if o.enabled else "off (gates.output.enabled: false)"))
     return lines
 
 
@@ -176,6 +183,8 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines += telemetry_lines(ev.baseline, ev.candidate)
     if ev.judge is not None:
         lines.append(f"verdict: {ev.judge.outcome.value}")
+    if ev.output is not None:
+        lines += verdict_lines(ev.output)
     lines += [f"  - {r}" for r in state.reasons]
     if ev.drift is not None and ev.drift.drifted:
         lines.append("  note: the restored baseline measured differently from before: environment drift, not only the candidate")
@@ -222,6 +231,8 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,
+        "output": None if ev.output is None else {
+            **ev.output.to_dict(), "reference_from": ev.outputs_reference.reused_from if ev.outputs_reference else None},
         "benchmark": {**ev.bench_time.to_dict(), "fresh_because": list(ev.fresh_because),
                       "trials": trials.to_dict() if (trials := ev.trials(out.plan.policy.judge.max_trials)) else None},
         "timings_s": {**ev.timings, "wall": out.wall_s, "controller_overhead": out.overhead_s},

@@ -21,6 +21,7 @@ class Phase(str, Enum):
     STARTUP = "STARTUP"
     BENCH = "BENCH"
     JUDGE = "JUDGE"
+    OUTPUTS = "OUTPUTS"
     KEEP = "KEEP"
     ROLLBACK = "ROLLBACK"
     VERIFY = "VERIFY"
@@ -30,7 +31,8 @@ class Phase(str, Enum):
 
 TERMINAL = frozenset({Phase.DONE, Phase.ROLLBACK_FAILED})
 # Phases in which the host may already run (or have on disk) something other than the known-good unit.
-_TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.KEEP})
+_TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.OUTPUTS,
+                       Phase.KEEP})
 
 
 class Result(str, Enum):
@@ -73,6 +75,10 @@ class Limits:
     evaluate: bool = True
     # False for a bisect's intermediate profile: judged like a candidate, then always rolled back.
     keep: bool = True
+    # The output gate (deployctl.outputgate) between a passing verdict and KEEP; off: --skip-output-gate,
+    # gates.output.enabled false, or a caller that cannot (a scripted test).
+    output_gate: bool = False
+    output_first: bool = False  # the gate right after the startup gates, before the benchmark
 
 
 @dataclass(frozen=True)

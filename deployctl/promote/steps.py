@@ -56,6 +56,11 @@ class JudgeCandidate:
 
 
 @dataclass(frozen=True)
+class CheckOutputs:
+    """The output gate: the candidate answers the probes and scores the baseline's answers."""
+
+
+@dataclass(frozen=True)
 class KeepCandidate:
     pass
 
@@ -72,7 +77,7 @@ class VerifyBaseline:
 
 Action = Union[
     RunPreflight, MeasureBaseline, ConfirmBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
-    BenchCandidate, JudgeCandidate, KeepCandidate, RestoreBaseline, VerifyBaseline,
+    BenchCandidate, JudgeCandidate, CheckOutputs, KeepCandidate, RestoreBaseline, VerifyBaseline,
 ]
 
 
@@ -117,6 +122,14 @@ class Judged:
 
 
 @dataclass(frozen=True)
+class OutputsChecked:
+    """The output gate's verdict: PASS, FAIL ("output changed: …"), INCONCLUSIVE or INVALID (not measured)."""
+
+    outcome: Verdict
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Verified:
     ok: bool
     drift: bool = False
@@ -131,4 +144,4 @@ class Interrupted:
     reason: str
 
 
-Outcome = Union[Succeeded, Failed, BaselineStored, Confirmed, Judged, Verified, Interrupted]
+Outcome = Union[Succeeded, Failed, BaselineStored, Confirmed, Judged, OutputsChecked, Verified, Interrupted]

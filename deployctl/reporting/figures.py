@@ -12,7 +12,7 @@ from deployctl.reporting.charts import (
     FAIL_COLOUR, LIMIT_COLOUR, PASS_COLOUR, SMALL, Chart, Table, colour, concurrency_axis, fmt, line, log_axis, marker,
     render,
 )
-from deployctl.reporting.story import Run, Story, mean_or_none, per_request_tok_s, trial_values
+from deployctl.reporting.story import Run, Story, mean_or_none, per_request_tok_s, set_aside_trials, trial_values
 
 _STATE_COLOUR = {"PASS": PASS_COLOUR, "FAIL": FAIL_COLOUR}
 
@@ -92,6 +92,7 @@ def throughput(story: Story, note: str = "") -> Chart:
         rows.append(tuple(row))
     said = [f"the {r.role} was measured for release {r.reused_from} and reused" for r in runs if r.reused_from]
     said += [note] if note and intervals else []
+    said += [f"set aside (not judged, not drawn): {t}" for t in set_aside_trials({r.role: r.result for r in runs})]
     return Chart("throughput", "Throughput vs concurrency", render(9.5 if intervals else 6, 3.4, draw),
                  Table(tuple(header), tuple(rows)), "; ".join(said))
 

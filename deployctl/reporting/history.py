@@ -11,7 +11,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.promote.records import Release
 from deployctl.reporting.charts import FAIL_COLOUR, SMALL, Chart, Table, colour, fmt, render
 from deployctl.reporting.page import Page, render_page
-from deployctl.reporting.story import mean_or_none, trial_values
+from deployctl.reporting.story import mean_or_none, set_aside_trials, trial_values
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,6 @@ def _live_after(item: ReleaseRuns) -> BenchResult | None:
     if item.release.result == "kept":
         return item.runs.get("candidate")
     return item.runs.get("baseline") or item.runs.get("verify")
-
-
-def _set_aside(item: ReleaseRuns) -> str:
-    """The release's invalid trials and why they were set aside (the judge never counts them)."""
-    said = [f"{role} C={t.concurrency} #{t.trial}: {t.invalid_reason}"
-            for role in ("baseline", "candidate", "verify") if (run := item.runs.get(role))
-            for lv in run.levels for t in lv.trials if not t.valid]
-    return "; ".join(said) or "—"
 
 
 def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
@@ -79,7 +71,7 @@ def history_chart(items: Sequence[ReleaseRuns]) -> Chart:
         (str(i.release.id), i.release.kind, i.release.profile or "—", i.release.result or "unfinished",
          *(fmt(level_mean(_live_after(i), c)) for c in levels),
          *(fmt(level_mean(i.runs.get("candidate"), c)) for c in levels),
-         "live now" if i.release.live else "—", _set_aside(i))
+         "live now" if i.release.live else "—", "; ".join(set_aside_trials(i.runs)) or "—")
         for i in items
     )
     note = "" if items else "no release of this deployment has a benchmark in the ledger"

@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from deployctl import __version__
 from deployctl.reporting import figures
 from deployctl.reporting.changes import Changes
+from deployctl.reporting.outputs import output_charts
 from deployctl.reporting.charts import Chart
 from deployctl.reporting.story import Story
 
@@ -58,6 +59,8 @@ def release_page(story: Story, changes: Changes | None, *, policy_note: str = ""
     assert r is not None
     charts = [figures.throughput(story, policy_note), figures.latency(story), figures.per_request(story),
               figures.telemetry(story), figures.timeline(story)] if story.runs else [figures.timeline(story)]
+    if story.outputs:
+        charts[1:1] = output_charts(story.outputs)  # after the throughput: what the candidate says
     page = Page(
         title=f"Release {r.id}: {r.kind} of {r.profile or '(installed unit)'} on {r.deployment}",
         subtitle=f"{r.unit_name} · by {r.who} · {_when(r.started_at)} → {_when(r.finished_at)}"

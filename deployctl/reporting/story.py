@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from statistics import fmean
 from typing import Any, Mapping, Sequence
 
@@ -54,6 +54,7 @@ class Story:
     # release (with the policy and noise then in force), or recomputed (asked for, or nothing was stored).
     verdict_source: str = ""
     decided: Decided | None = None  # the stored verdict, when there is one
+    outputs: dict[str, Any] | None = None  # the output gate's verdict (its ``outputs`` event), when it ran
 
     def run(self, role: str) -> Run | None:
         return next((r for r in self.runs if r.role == role), None)
@@ -75,7 +76,24 @@ def release_story(
     The verdicts and intervals are the ones stored with the release (``deployctl.promote.decided``): what
     was decided, under the policy and noise then in force. With ``recompute`` — or for a release stored
     without them — the judge runs again on the stored trials under ``policy`` (``policy_said`` names it).
+    The output gate's verdict comes with it when the gate ran.
     """
+    story = _release_story(release, benches, events, reused_baseline=reused_baseline, policy=policy,
+                           policy_said=policy_said, recompute=recompute)
+    gate = next((e.detail for e in reversed(events) if e.kind == "evidence" and e.name == "outputs"), None)
+    return replace(story, outputs=gate)
+
+
+def _release_story(
+    release: Release,
+    benches: Sequence[StoredBench],
+    events: Sequence[Event],
+    *,
+    reused_baseline: StoredBench | None,
+    policy: JudgePolicy | None,
+    policy_said: str,
+    recompute: bool,
+) -> Story:
     runs: list[Run] = []
     for role in ("baseline", "candidate", "verify"):
         # A role saved twice (extra candidate trials are merged before saving) counts by its latest row.
@@ -150,6 +168,12 @@ def phase_spans(events: Sequence[Event], started_at: float, finished_at: float |
     end = finished_at if finished_at is not None else events[-1].at
     bounds = [at for _, at in firsts[1:]] + [max(end, events[-1].at)]
     return tuple(PhaseSpan(p.lower(), at - started_at, b - started_at) for (p, at), b in zip(firsts, bounds))
+
+
+def set_aside_trials(runs: Mapping[str, BenchResult]) -> list[str]:
+    """Each invalid trial of the sweeps (by role) and why the judge set it aside (it never counts them)."""
+    return [f"{role} C={t.concurrency} trial {t.trial}: {t.invalid_reason}" for role, run in runs.items()
+            for lv in run.levels for t in lv.trials if not t.valid]
 
 
 def trial_values(trials: Sequence[TrialResult], metric: str = "output_tok_s") -> list[float]:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from aiohttp import web
 
-from deployctl.sim import cli, startup
+from deployctl.sim import answers, cli, startup
 from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.engine import Engine
 from deployctl.sim.faults import parse_faults
@@ -111,7 +111,9 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
             engine.start()
             state = ServerState(resolved=resolved, host=host, engine=engine, faults=faults,
                                 log=lambda text: log.line(startup.MAIN, text),
-                                emit_ts=env.get("SGLANG_SIM_EMIT_TS") == "1")
+                                emit_ts=env.get("SGLANG_SIM_EMIT_TS") == "1",
+                                outputs=answers.corruption(world(), env, resolved.server_args,
+                                                           host.gpu.compute_capability, faults.outputs))
             runner = web.AppRunner(build_app(state), access_log_class=access_logger(), handle_signals=False,
                                    shutdown_timeout=1.0)
             await runner.setup()

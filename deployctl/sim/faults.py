@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+OUTPUT_FAULTS = frozenset({"wrong_sums", "garbage"})  # served at full speed, answered wrongly
 START_FAULTS = frozenset({"oom_kv_cache", "oom_cuda_graph", "nccl", "rank_killed", "model_not_found"})
 PHASES = ("args", "init", "load", "pools", "capture", "http", "warmup", "ready")
 # other names operators reach for, mapped to the phase they mean
@@ -20,6 +21,7 @@ class Faults:
     error_rate: float = 0.0               # share of requests answered with HTTP 500
     stall_streams: bool = False           # streams send their first token, then nothing
     slow_start: float = 1.0               # extra multiplier on startup phase durations
+    outputs: frozenset[str] = frozenset()  # wrong_sums | garbage: the answers change (deployctl/sim/answers.py)
 
 
 class FaultSpecError(ValueError):
@@ -35,6 +37,8 @@ def parse_faults(spec: str | None) -> Faults:
         try:
             if name in START_FAULTS and not arg:
                 start.add(name)
+            elif name in OUTPUT_FAULTS and not arg:
+                out["outputs"] = out.get("outputs", frozenset()) | {name}
             elif name == "hang" and PHASE_ALIASES.get(arg, arg) in PHASES:
                 out["hang_phase"] = PHASE_ALIASES.get(arg, arg)
             elif name == "crash_after":

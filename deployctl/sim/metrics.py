@@ -1,8 +1,9 @@
 """The simulator's ``/metrics`` (with ``--enable-metrics``, as SGLang): SGLang's metric names, built with
 ``prometheus_client`` as SGLang builds them, in a registry of the server's own.
 
-SGLang's names and buckets (python/sglang/srt/metrics/collector.py): the ``sglang:prompt_tokens_total`` and
-``sglang:generation_tokens_total`` counters, the ``sglang:num_running_reqs`` / ``num_queue_reqs`` /
+SGLang's names and buckets (python/sglang/srt/metrics/collector.py): the ``sglang:prompt_tokens_total``,
+``sglang:generation_tokens_total``, ``sglang:num_requests_total`` and ``sglang:num_aborted_requests_total``
+counters, the ``sglang:num_running_reqs`` / ``num_queue_reqs`` /
 ``token_usage`` / ``cache_hit_rate`` gauges, the ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds`` and ``sglang:e2e_request_latency_seconds`` histograms, each labelled
 ``model_name``. The inter-token latency is observed once per request (its mean gap), where SGLang observes
@@ -71,6 +72,12 @@ class SimMetrics:
                              labels, buckets=ITL_BUCKETS, registry=self.registry)
         self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
                              labels, buckets=E2E_BUCKETS, registry=self.registry)
+        self.finished = Counter("sglang:num_requests", "Number of requests finished (aborted ones included).",
+                                labels, registry=self.registry)
+        self.aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", labels,
+                               registry=self.registry)
+        self.finished.labels(model)
+        self.aborted.labels(model)
         self.requests = Counter("sim_requests", "Generation requests served, by source (the simulator's own).",
                                 ["source"], registry=self.registry)
         for source in ("deployctl", "other"):
@@ -81,11 +88,18 @@ class SimMetrics:
                generated: int) -> None:
         """One finished generation request, its times on the event loop's clock."""
         self.requests.labels(source).inc()
+        self.finished.labels(self.model).inc()
         self.e2e.labels(self.model).observe(finished_at - submitted_at)
         if first_token_at is not None:
             self.ttft.labels(self.model).observe(first_token_at - submitted_at)
             if generated > 1:
                 self.itl.labels(self.model).observe((finished_at - first_token_at) / (generated - 1))
+
+    def failed(self, source: str) -> None:
+        """One request that ended without its answer (a simulated fault, the client gone)."""
+        self.requests.labels(source).inc()
+        self.finished.labels(self.model).inc()
+        self.aborted.labels(self.model).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from deployctl.sim import answers
 from deployctl.sim.engine import Engine, Request
 from deployctl.sim.faults import Faults
 from deployctl.sim.metrics import SimMetrics, source_of
@@ -47,6 +48,7 @@ class ServerState:
     faults: Faults
     log: Callable[[str], None]        # writes a main-process line with the timestamp prefix
     emit_ts: bool = False
+    outputs: answers.Corruption = field(default_factory=answers.Corruption)
     ready: bool = False
     completed: int = 0
     started_at: float = field(default_factory=time.time)
@@ -177,6 +179,8 @@ def build_app(state: ServerState) -> web.Application:
 
     async def _run(body: dict[str, Any], kind: str, request: web.Request) -> web.StreamResponse:
         if state.faults.error_rate and random.random() < state.faults.error_rate:
+            if exported is not None:
+                exported.failed(source_of(request.headers.get("User-Agent")))
             return _error(500, "Internal server error (simulated fault)", "InternalServerError")
         chat = kind == "chat"
         # SGLang's defaults: /generate 128 new tokens, completions 16; chat has no limit, so the
@@ -213,7 +217,10 @@ def build_app(state: ServerState) -> web.Application:
                 state.engine.abort(req)
                 raise
             _finish_hook(req, source, submitted_at)
-            return web.json_response(_final_body(kind, rid, created, served, req, start), dumps=_DUMPS)
+            final = _final_body(kind, rid, created, served, req, start)
+            if not chat and _answering(body, sampling, kind):
+                _answer(final, body, sampling, kind, max_tokens, state.outputs)
+            return web.json_response(final, dumps=_DUMPS)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(args.get("stream_response_default_include_usage"))
@@ -328,6 +335,50 @@ def _final_body(kind: str, rid: str, created: int, served: str, req: Request, st
         return {"id": rid, "object": "chat.completion", "created": created, "model": served, "choices": [choice], "usage": usage}
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": req.stop_reason, "matched_stop": None}
     return {"id": rid, "object": "text_completion", "created": created, "model": served, "choices": [choice], "usage": usage}
+
+
+def _answering(body: dict[str, Any], sampling: dict[str, Any], kind: str) -> bool:
+    """The model's own answer (slower to make than the word cycle) only when a client asks for what only
+    it has: log-probabilities, or greedy text (temperature 0). Benchmark traffic keeps the word cycle."""
+    if kind == "generate":
+        return bool(body.get("return_logprob")) or sampling.get("temperature") == 0
+    return body.get("logprobs") is not None or body.get("temperature") == 0
+
+
+def _answer(final: dict[str, Any], body: dict[str, Any], sampling: dict[str, Any], kind: str, max_tokens: int,
+            bad: answers.Corruption) -> None:
+    """Replaces the word cycle of a non-streamed /generate or /v1/completions body with the simulated
+    model's greedy answer and SGLang's log-probability fields."""
+    prompt = body.get("text", body.get("input_ids")) if kind == "generate" else body.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        prompt = prompt[0]
+    if not isinstance(prompt, (str, list)):
+        return
+    if kind == "generate":
+        top_k = int(body.get("top_logprobs_num") or 0)
+        start = body.get("logprob_start_len")
+        start = -1 if start is None else int(start)
+        done = answers.complete(prompt, max_tokens, bad, top_k=top_k, logprob_start_len=start)
+        final["text"] = done.text
+        final["output_ids"] = [s.token for s in done.output]
+        if body.get("return_logprob"):
+            final["meta_info"].update(answers.logprob_fields(done, top_k, bool(body.get("return_text_in_logprobs"))))
+        return
+    top_k = int(body.get("logprobs") or 0)
+    echo = bool(body.get("echo"))
+    done = answers.complete(prompt, max_tokens, bad, top_k=top_k, logprob_start_len=0 if echo else -1)
+    choice = final["choices"][0]
+    choice["text"] = (prompt if echo and isinstance(prompt, str) else "") + done.text
+    if body.get("logprobs") is not None:
+        steps = [(done.prompt_ids[i], s) for i, s in enumerate(done.input_steps)] if echo else []
+        steps += [(s.token, s) for s in done.output]
+        v = answers.vocab()
+        choice["logprobs"] = {  # the OpenAI completions shape
+            "tokens": [v.piece(t) for t, _ in steps],
+            "token_logprobs": [s.logprob if s else None for _, s in steps],
+            "top_logprobs": [{v.piece(t): lp for t, lp in s.top} if s else None for _, s in steps],
+            "text_offset": [],
+        }
 
 
 def _finish_meta(req: Request) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def quantization(args: Mapping[str, Any], load_line_quant: str | None,
     return None, None
 
 
-def speculative(args: Mapping[str, Any], draft_graph_seen: bool) -> Speculative | None:
+def speculative(args: Mapping[str, Any], draft_graph_seen: bool, draft_class: str | None = None) -> Speculative | None:
     algorithm = args.get("speculative_algorithm")
     if isinstance(algorithm, str) and algorithm and algorithm.upper() != "NONE":
         def number(key: str) -> int | None:
@@ -64,7 +64,7 @@ def speculative(args: Mapping[str, Any], draft_graph_seen: bool) -> Speculative 
         draft = args.get("speculative_draft_model_path")
         return Speculative(algorithm, draft if isinstance(draft, str) and draft else None,
                            number("speculative_num_steps"), number("speculative_eagle_topk"),
-                           number("speculative_num_draft_tokens"))
+                           number("speculative_num_draft_tokens"), draft_model_class=draft_class)
     if draft_graph_seen and not args:
-        return Speculative(None, source="capture_lines")
+        return Speculative(None, source="capture_lines", draft_model_class=draft_class)
     return None

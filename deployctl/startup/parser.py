@@ -202,6 +202,10 @@ class StartupParser:
         if text.endswith(" blob data]") and text.startswith("["):
             self._blob_lines += 1  # journalctl without -a: the line held a \r meter (and what was glued to it)
             return
+        if (text[:8] == "sglang: " or "lmsysorg/sglang:v" in text) and st.stated_version is None:
+            stated = STATED_VERSION_RE.search(text)
+            if stated:
+                st.stated_version = (stated.group(1) or stated.group(2), clip(text.strip()))
         if len(self._pending_bare) < MAX_NOTICES:
             self._pending_bare.append(text)
         st.recent.append(text if len(text) <= MAX_LINE_KEEP else clip(text))
@@ -334,7 +338,7 @@ class StartupParser:
         if self._usage_options:
             cues += field_cues({o.replace("-", "_") for o in self._usage_options}, complete=False,
                                label="argparse usage options", upper=False)
-        return decide(cues, server_info_version=server_info_version(self._server_info))
+        return decide(cues, server_info_version=server_info_version(self._server_info), stated=st.stated_version)
 
     def report(self) -> StartupReport:
         st = self._st
@@ -383,7 +387,8 @@ class StartupParser:
             piecewise_cuda_graph=piecewise_graph(st.capture, args or {}, progress),
             moe_config_warnings=tuple(freeze_moe(entry) for entry in st.moe.values()),
             deprecations=tuple(st.deprecations.values()),
-            notices=tuple(self._notices) + ((st.kv_budget_warning,) if st.kv_budget_warning else ()),
+            notices=tuple(dict.fromkeys(self._unwrapper.strip_proven(n) for n in self._notices))
+            + ((st.kv_budget_warning,) if st.kv_budget_warning else ()),
             ranks=tuple(r.label for r in sorted(self._ranks, key=_rank_order)),
             tp_ranks=tuple(sorted({r.tp for r in self._ranks if r.tp is not None})),
             sglang_version=version.version,
@@ -414,7 +419,7 @@ class StartupParser:
             unwrapped_lines=self._unwrapper.wrapped,
             quantization=quant,
             quantization_source=quant_source,
-            speculative=header.speculative(args or {}, bool(st.capture.begun & _DRAFT_GRAPHS)),
+            speculative=header.speculative(args or {}, bool(st.capture.begun & _DRAFT_GRAPHS), st.draft_class),
         )
 
     def _info_mrr(self) -> int | None:
@@ -431,6 +436,10 @@ def _may_be_kernel_error(text: str) -> bool:
     return "rror" in text or "kernel image" in text or "illegal memory" in text or "operation timeout" in text
 
 
+# The version the log itself states: sglang.check_env's "sglang: 0.5.9" (in every bug report template)
+# or a docker image tag in the command line pasted with it.
+STATED_VERSION_RE = re.compile(r"^sglang: (\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)\s*$"
+                               r"|lmsysorg/sglang:v(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?![\w.])")
 _DRAFT_GRAPHS = frozenset({"draft_decode", "draft_extend"})
 _UVICORN_BARE_RE = re.compile(r"^(?:INFO|WARNING|ERROR):\s+")
 CUES_TIME_ONLY = "time-only '[HH:MM:SS]' stamps (datefmt %H:%M:%S until 0.3.5)"

@@ -15,7 +15,8 @@ from deployctl.startup.report import KvCache, MoeWarning
 # (0.3.2 managers/tp_worker.py:149, 0.4.3 managers/scheduler.py:283, 0.5.4 :377, 0.5.9 :622).
 SUMMARY_KEY_RE = re.compile(r"(\w+)=(-?[\d.]+)")
 CAPTURE_RE = re.compile(r"^Capture ((?:[a-z]+ ){0,2})(?:cuda|CUDA) graph (begin|end)\b(.*)$")
-CAPTURE_BS_LIST_RE = re.compile(r"^Capture ((?:[a-z]+ ){0,2})(?:cuda|CUDA) graph bs \[([\d, ]*)")
+# The whole list only: a line cut inside it ("[1, 2, 4, 8, 1") would turn 16 into 1.
+CAPTURE_BS_LIST_RE = re.compile(r"^Capture ((?:[a-z]+ ){0,2})(?:cuda|CUDA) graph bs \[([\d, ]*)\]")
 CAPTURE_END_BS_RE = re.compile(r"bs=\[([\d, ]*)\]")
 ELAPSED_RE = re.compile(r"(?:Time elapsed: |elapsed=)([\d.]+) ?s")
 CAPTURING_BS_RE = re.compile(r"Capturing batches \(bs=(\d+)")

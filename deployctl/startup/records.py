@@ -82,6 +82,8 @@ def _load_end(st: State, rec: Record, msg: str) -> None:
         st.model_class = match.group(3)
         st.weights_gb = float(match.group(6)) if match.group(6) else None
         st.weights_rank = tp
+    elif st.draft_class is None and match.group(3) != st.model_class:
+        st.draft_class = match.group(3)  # the draft worker loads after the target (…ForCausalLMMTP, Eagle3…)
 
 
 def _kv(st: State, rec: Record, msg: str) -> None:

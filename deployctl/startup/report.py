@@ -135,7 +135,7 @@ class Parallelism:
 @dataclass(frozen=True)
 class Speculative:
     """Speculative decoding: the algorithm (``EAGLE`` also for NEXTN/MTP: the dump shows it resolved) and
-    the draft model; ``source`` ``server_args``, or ``capture_lines`` when only the draft graph's capture
+    the draft model (None with a draft class: the checkpoint's own MTP/NextN layers); ``source`` ``server_args``, or ``capture_lines`` when only the draft graph's capture
     lines show that there is a draft model."""
 
     algorithm: str | None
@@ -144,6 +144,7 @@ class Speculative:
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
     source: str = "server_args"
+    draft_model_class: str | None = None  # Load weight end's type for the draft (Qwen3_5ForCausalLMMTP)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class State:
     model_class: str | None = None
     weights_gb: float | None = None
     weights_rank: int | None = None
+    draft_class: str | None = None  # a second Load weight end's type: the speculative draft model
     capture: CaptureLog = field(default_factory=CaptureLog)
     moe: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     deprecations: dict[str, Deprecation] = field(default_factory=dict)
@@ -68,6 +69,7 @@ class State:
     # Version cues that rest on something missing from a line ("… without avail mem="): held until the
     # next line shows that this one was not cut short (a cut last line is no evidence).
     pending_cues: list[str] = field(default_factory=list)
+    stated_version: tuple[str, str] | None = None  # (version, the line that states it)
 
     def mark(self, phase: str, rec: Record) -> None:
         if phase not in self.phase_start and rec.ts is not None:

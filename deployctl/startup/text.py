@@ -91,7 +91,8 @@ def _failed_ranks(labels: tuple[str, ...]) -> str:
 
 
 def _where(report: StartupReport) -> str:
-    shape = report.parallelism.label if report.parallelism is not None else _ranks(report.tp_ranks)
+    split = report.parallelism
+    shape = "" if split is None else split.label + (" (from the ranks seen)" if split.source == "rank_prefixes" else "")
     return " · ".join(x for x in (_version(report), shape, report.listening or "") if x)
 
 
@@ -102,7 +103,8 @@ def _model_line(report: StartupReport) -> str | None:
     spec = report.speculative
     if spec is not None:
         text = f"speculative {spec.algorithm or 'decoding (draft graphs captured)'}"
-        details = [f"draft {spec.draft_model}" if spec.draft_model else "",
+        own = f"own draft layers {spec.draft_model_class}" if spec.draft_model_class else ""
+        details = [f"draft {spec.draft_model}" if spec.draft_model else own,
                    f"{spec.num_steps} steps" if spec.num_steps is not None else "",
                    f"topk {spec.eagle_topk}" if spec.eagle_topk is not None else "",
                    f"{spec.num_draft_tokens} draft tokens" if spec.num_draft_tokens is not None else ""]
@@ -167,8 +169,8 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         text += f" ({_duration(graph.seconds)})"
     if graph.draft_captured:
         text += " + draft"
-    if graph.reason:
-        text += f" ({graph.reason})"
+    if graph.reason:  # the failure line above has it whole
+        text += f" ({graph.reason if len(graph.reason) <= 80 else graph.reason[:79] + '…'})"
     pw = report.piecewise_cuda_graph
     text += f" · piecewise {pw.state}"
     if pw.auto_set and pw.reason:

@@ -166,16 +166,26 @@ def field_cues(names: Iterable[str], *, complete: bool, label: str, upper: bool 
     return cues
 
 
-def decide(cues: Iterable[Cue], *, server_info_version: str | None = None) -> VersionEvidence:
-    """Intersect the windows of every cue into one release, a range, or unknown."""
+def decide(cues: Iterable[Cue], *, server_info_version: str | None = None,
+           stated: tuple[str, str] | None = None) -> VersionEvidence:
+    """Intersect the windows of every cue into one release, a range, or unknown. ``stated`` is
+    (version, line) when the log itself names the version (``sglang: 0.5.9`` from ``sglang.check_env``,
+    an image tag ``lmsysorg/sglang:v0.5.9-cu129``): it is taken when the cues allow it."""
     chosen = list(cues)
     reasons = tuple(cue.reason for cue in chosen)
     if server_info_version is not None:
         return VersionEvidence(server_info_version, "server_info", None, ("GET /server_info version", *reasons))
-    if not chosen:
-        return VersionEvidence(None, None, None, ())
     low = max((_INDEX[c.low] for c in chosen if c.low is not None), default=0)
     high = min((_INDEX[c.high] for c in chosen if c.high is not None), default=len(RELEASES) - 1)
+    if stated is not None and low <= high:
+        version, said = stated
+        if version not in _INDEX or low <= _INDEX[version] <= high:
+            return VersionEvidence(version, "log_exact", None, (f"stated in the log: {said}", *reasons))
+        clash = f"the log says {said!r}, but its format needs {RELEASES[low]} … {RELEASES[high]}"
+        return VersionEvidence(None, None, None, ("the log's stated version contradicts its format", *reasons),
+                               contradiction=clash)
+    if not chosen:
+        return VersionEvidence(None, None, None, ())
     if low > high:
         # Reported as it is, never narrowed to a range: no release prints both lines.
         newest = max((c for c in chosen if c.low is not None), key=lambda c: _INDEX[c.low])  # type: ignore[index]

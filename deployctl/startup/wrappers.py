@@ -28,9 +28,11 @@ JOURNAL_RE = re.compile(
     r" \S+ [^\s:]+?(?:\[\d+\])?:(?: |$)"
 )
 # kubectl logs --timestamps (and docker logs -t): an RFC 3339 stamp and one space, nothing else.
-_K8S_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+# Always UTC ("Z"): journalctl's short-iso stamp carries an offset and is followed by "host unit[pid]: ".
+_K8S_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
 # kubectl logs --prefix: "[pod/sglang-0/sglang] "; torch's per-rank prefix before a Python line: "[rank3]: ".
 _BRACKET_RE = re.compile(r"\[(?:pod/[^\]\s]+|rank\d+)\]:? ")
+_HOST_UNIT_RE = re.compile(r"[\w.-]+ [\w@.-]+\[\d+\]: ")
 # docker compose: a service (container) name, padding, "| " (the blank line of a traceback: "svc  |").
 _COMPOSE_RE = re.compile(r"([A-Za-z0-9][\w.-]*)( +)\|(?: |$)")
 # What proves that the rest of a line is SGLang's: a record stamp, a traceback, argparse's usage block.
@@ -86,7 +88,10 @@ class Unwrapper:
                 match = _K8S_RE.match(line)
                 if match:
                     line = line[match.end():]
-                else:
+                    unit = _HOST_UNIT_RE.match(line)  # journalctl -o short-iso --utc: "…Z host unit[pid]: "
+                    if unit:
+                        line = line[unit.end():]
+                else:  # journalctl -o short-iso: the stamp (with an offset), then "host unit[pid]: "
                     line = strip_journal(line)
             elif first == "[" and line[1:5] in ("pod/", "rank"):
                 match = _BRACKET_RE.match(line)
@@ -101,6 +106,13 @@ class Unwrapper:
         if line is not original and line != original:
             self.wrapped += 1
         return line
+
+    def strip_proven(self, text: str) -> str:
+        """``text`` without a compose prefix proven after it was read (the first of two lines in a row)."""
+        match = _COMPOSE_RE.match(text) if self._proven and "|" in text[:80] else None
+        if match and match.group(1) + match.group(2) in self._proven:
+            return text[match.end():]
+        return text
 
     def _compose(self, line: str) -> str:
         if "|" not in line[:80]:

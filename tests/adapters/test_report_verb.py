@@ -86,3 +86,12 @@ def test_bad_release_and_bad_path_are_input_errors(state, tmp_path, capsys):
     code = main(["report", "2", "--state-dir", str(state), "-o", str(tmp_path / "no" / "dir" / "r.html")])
     assert code == ExitCode.BAD_INPUT and "cannot write" in capsys.readouterr().err
     assert main(["report", "--history", "nope", "--state-dir", str(state)]) == ExitCode.BAD_INPUT
+
+
+def test_show_prints_every_levels_verdict_and_where_it_comes_from(state, capsys):
+    assert main(["show", "2", "--state-dir", str(state), "-i", str(state / "none.yaml")]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln[:1].isdigit() and " | " in ln]
+    assert len(rows) == 2 and all(r.split("|")[-1].strip() == "FAIL" for r in rows), out  # was "—"
+    # recorded before verdicts were stored: recomputed, and it says so
+    assert "(recomputed under the default judge policy" in out

@@ -48,6 +48,9 @@ def test_bash_completes_verbs_options_and_profiles() -> None:
     assert complete("deployctl prom") == ["promote"]
     assert "--dry-run" in complete("deployctl promote --dr")
     assert complete(f"deployctl render -i {EXAMPLE} -d glm5 --profile c") == ["candidate"]
+    assert complete(f"deployctl render -i {EXAMPLE} glm5 c") == ["candidate"]  # VERB DEPLOYMENT PROFILE
+    assert complete(f"deployctl canary -i {EXAMPLE} ins") == ["install"]
+    assert complete(f"deployctl canary -i {EXAMPLE} install g") == ["glm5"]
 
 
 def test_man_deployctl_shows_the_verbs_and_the_exit_codes() -> None:
@@ -57,3 +60,6 @@ def test_man_deployctl_shows_the_verbs_and_the_exit_codes() -> None:
     done = subprocess.run(["man", "deployctl"], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert "deployctl promote" in done.stdout and "rollback failed: manual action needed" in done.stdout
+    for section in ("EXIT STATUS", "ENVIRONMENT", "FILES"):  # man-pages(7)'s sections of a command
+        assert f"\n{section}\n" in done.stdout, section
+    assert "DEPLOYCTL_INVENTORY" in done.stdout and "/var/lib/deployctl/ledger.sqlite3" in done.stdout

@@ -28,7 +28,8 @@ POLICY = {
     # Two cores shared with other work: a 10 % limit and up to 5 trials let a neutral change pass.
     # 3 baseline trials (not max_trials' 5): a steadier baseline for the neutral change, in little time.
     "judge": {"min_trials": 2, "max_trials": 5, "baseline_trials": 3, "limit_pct": 10},
-    "gates": {"startup_timeout_s": 8},
+    # A dozen probe prompts of a dozen tokens (eight in a canary watch): the output gate costs well under a second.
+    "gates": {"startup_timeout_s": 8, "output": {"probes": 12, "max_new_tokens": 12, "watch_probes": 8}},
     "verify_concurrency": [2],
 }
 

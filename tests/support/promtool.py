@@ -1,5 +1,6 @@
-"""Prometheus' own ``promtool`` for the monitoring tests: scripts/bootstrap puts it in .venv/bin (out of
-Debian's prometheus package). Missing, a test skips, except under CI=true, where it fails."""
+"""Prometheus' own ``promtool`` for the monitoring tests, and its server for the passive canary's query-API
+test: scripts/bootstrap puts both in .venv/bin (out of Debian's prometheus package). Missing, a test skips,
+except under CI=true, where it fails."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from pathlib import Path
 import pytest
 
 
-def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    found = Path(sys.executable).parent / "promtool"
-    tool = str(found) if found.exists() else shutil.which("promtool")
+def binary(name: str) -> str:
+    """One of the prometheus package's binaries (``promtool``, ``prometheus``): .venv/bin's, else PATH's."""
+    found = Path(sys.executable).parent / name
+    tool = str(found) if found.exists() else shutil.which(name)
     if tool is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing: scripts/bootstrap fetches it from Debian's prometheus package")
-        pytest.skip("promtool is not installed (scripts/bootstrap fetches it)")
-    return subprocess.run([tool, *args], input=stdin, capture_output=True, text=True, timeout=60)
+            pytest.fail(f"{name} is missing: scripts/bootstrap fetches it from Debian's prometheus package")
+        pytest.skip(f"{name} is not installed (scripts/bootstrap fetches it)")
+    return tool
+
+
+def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([binary("promtool"), *args], input=stdin, capture_output=True, text=True, timeout=60)

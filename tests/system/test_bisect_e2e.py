@@ -241,9 +241,9 @@ def test_an_inconclusive_trial_is_measured_again_and_no_harmless_change_is_blame
         swing.unlink()
     said = cli.output(proc, timeout=200)
     assert proc.returncode == ExitCode.OK, said
-    results = [(k, r) for k, _, r in _kinds(cli, "glm5-sim")]
-    assert results[-2:] == [("bisect", "inconclusive"), ("bisect", "passed")], results
-    assert "re-measure (1 of 2): the candidate itself → passed" in said, said
+    trials = [r for k, _, r in _kinds(cli, "glm5-sim") if k == "bisect"]
+    assert trials[0] == "inconclusive" and trials[-1] == "passed" and "rejected" not in trials, trials
+    assert re.search(r"re-measure \([12] of 2\): the candidate itself → passed", said), said
     assert "the candidate passes now: there is nothing to explain" in said
     assert "culprit" not in said.split("trials:")[1].replace("is the culprit among", "") and " fails" not in said
     assert _installed_profile(cli.box, dep["unit"]) == "baseline" and _healthy(dep["port"])

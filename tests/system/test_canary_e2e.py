@@ -23,7 +23,7 @@ from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
-from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed
+from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed, wait_for
 from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
@@ -279,9 +279,25 @@ def test_a_wide_interval_beyond_the_limit_is_unclear_with_its_own_exit_code(worl
     first = canary(own, "glm5-sim")  # the release's first watch: its reference from now on
     assert first.returncode == ExitCode.OK, first.stdout + first.stderr
     calls = len(hook.received)
-    # The warm-up and the first trial (17 requests) at 0.45 of the speed, the second trial at 0.9.
-    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_SWING=17:0.45,0.9"):
-        done = canary(own, "glm5-sim")
+    # Installed (a daily timer, stopped again here), so an unclear run arms its one-shot recheck timer.
+    timer, recheck = "deployctl-canary@glm5-sim.timer", "deployctl-canary-recheck-glm5-sim.timer"
+    installed = own("canary", "install", "glm5-sim", "--every", "1d")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    try:
+        # The warm-up and the first trial (17 requests) at 0.45 of the speed, the second trial at 0.9.
+        with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_SWING=17:0.45,0.9"):
+            done = canary(own, "glm5-sim")
+        assert f"looking again in 900 s ({recheck})" in done.stderr, done.stderr
+        assert cli.box.run(["systemctl", "is-active", recheck]).stdout.strip() == "active"
+        # What the timer fires, fired now: it starts the installed canary service (not one of its own)
+        service = "deployctl-canary@glm5-sim.service"
+        before = cli.box.run(["systemctl", "show", "-P", "InvocationID", service]).stdout.strip()
+        cli.box.run(["systemctl", "start", recheck.replace(".timer", ".service")])
+        wait_for("the recheck starts the canary service", lambda: cli.box.run(
+            ["systemctl", "show", "-P", "InvocationID", service]).stdout.strip() not in ("", before), 30)
+    finally:
+        cli.box.run(["systemctl", "stop", recheck, recheck.replace(".timer", ".service"), "deployctl-canary@glm5-sim.service"])
+        cli.box.run(["systemctl", "disable", "--now", timer])
     assert done.returncode == ExitCode.CANARY_UNCLEAR, done.stdout + done.stderr
     assert "unclear" in done.stderr and "not decided: C=8" in done.stderr, done.stderr
     assert 'deployctl_canary_outcome{deployment="glm5-sim",outcome="unclear"} 1.0' in _metrics(own, "glm5-sim")

@@ -67,8 +67,9 @@ run() {{ name=$1; shift; "$@" >{out}/$name 2>{out}/$name.err; echo $? >{out}/$na
 run which command -v deployctl
 run pytest {VENV}/bin/python -c 'import pytest'
 run ansible {VENV}/bin/python -c 'import ansible'
+run shipped {VENV}/bin/python -c 'from deployctl.shipped import shipped; print(*(shipped(f) for f in ("inventory/demo.yaml", "inventory/example.yaml", "systemd/50-deployctl.rules", "systemd/deployctl-promote@.service")))'
 run validate deployctl validate
-run render deployctl render -d glm5 --profile baseline
+run render deployctl render glm5 baseline
 run check deployctl check -d qwen35 --json
 run dryrun deployctl promote candidate -d glm5 --dry-run
 run man man deployctl
@@ -92,6 +93,9 @@ run show deployctl show 2
 def test_the_install_puts_deployctl_on_path_and_its_files_where_the_host_looks(installed: dict[str, str]) -> None:
     assert installed["install.rc"].strip() == "0", installed["install"]
     assert installed["which"].strip() == "/usr/local/bin/deployctl"
+    # the wheel carries the example inventories, units and polkit rule (read by demo, shown by the installer)
+    assert installed["shipped.rc"].strip() == "0" and installed["shipped"].count(f"{SITE}/deployctl/share/") == 4, \
+        installed["shipped.err"]
     files = installed["upper"].splitlines()
     for path in ("usr/local/bin/deployctl", "usr/local/share/man/man1/deployctl.1",
                  "usr/local/share/bash-completion/completions/deployctl", "usr/local/share/zsh/site-functions/_deployctl",

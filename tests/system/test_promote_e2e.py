@@ -81,7 +81,8 @@ def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
     done = cli("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert done.returncode == 0, done.stderr
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
-                     "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %"):
+                     "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %",
+                     "dead-man's switch: if the controller dies, the rollback starts within 30 s"):
         assert expected in done.stdout, expected
     plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
@@ -294,3 +295,13 @@ def test_rollback_goes_back_to_what_the_live_release_replaced_and_to_a_chosen_re
     assert _installed_profile(cli.box, dep["unit"]) == "neutral" and _healthy(dep["port"])
     live = [r for r in cli.json("history", "-d", "glm5-sim") if r["live"]]
     assert live[0]["kind"] == "rollback" and live[0]["profile"] == "neutral"
+    # By unit hash, as a fleet rollout undoes a host: back to the baseline's unit, then again is a no-op that
+    # says so (exit 0, no release recorded, nothing restarted), never a step further back.
+    by_hash = cli.json("rollback", "-d", "glm5-sim", "--to-unit-hash", adopted["unit_hash"][:12])
+    assert by_hash["result"] == "kept" and _installed_profile(cli.box, dep["unit"]) == "baseline"
+    releases = cli.json("history", "-d", "glm5-sim")
+    again = cli("rollback", "-d", "glm5-sim", "--to-unit-hash", adopted["unit_hash"])
+    assert again.returncode == 0 and "is what runs already" in again.stdout and "nothing to do" in again.stdout
+    assert cli.json("history", "-d", "glm5-sim") == releases and _installed_profile(cli.box, dep["unit"]) == "baseline"
+    unknown = cli("rollback", "-d", "glm5-sim", "--to-unit-hash", "0" * 64)
+    assert unknown.returncode == ExitCode.BAD_INPUT and "no release of glm5-sim has a unit with hash" in unknown.stderr

@@ -165,3 +165,15 @@ def test_a_step_down_outranks_an_unclear_verdict():
     judge_policy = JudgePolicy(limit_pct=8, min_trials=2, max_trials=2, baseline_trials=3)
     series = {8: _quiet(7, 10) + _quiet(8, 4, 900.0)}
     assert watch_verdict(reference, now, series, judge_policy, CanaryPolicy()).health is Health.DEGRADED
+
+
+def test_another_check_in_the_watch_folds_in_worst_first():
+    from deployctl.judge.watch import CheckVerdict, with_checks
+
+    ok = watch_verdict(None, _empty_result(), {8: _quiet(1, 5)}, JudgePolicy(), CanaryPolicy())
+    assert with_checks(ok, []) is ok
+    unclear = with_checks(ok, [("outputs", CheckVerdict(Health.UNCLEAR, ("2 of 40 answers differ: not decided",)))])
+    assert unclear.health is Health.UNCLEAR and unclear.reasons[-1] == "outputs: 2 of 40 answers differ: not decided"
+    worse = with_checks(unclear, [("outputs", CheckVerdict(Health.DEGRADED, ("wrong answers",))),
+                                  ("other", CheckVerdict(Health.OK))])
+    assert worse.health is Health.DEGRADED

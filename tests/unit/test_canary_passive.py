@@ -94,3 +94,59 @@ def test_a_slower_release_at_the_same_occupancy_is_degraded():
     verdict = watch_verdict(reference, now, {4: [200.0, 188.0]}, JudgePolicy(limit_pct=3), CanaryPolicy())
     assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.FAIL
     assert verdict.health is Health.DEGRADED
+
+
+def test_a_prometheus_instant_vector_reads_as_the_same_scrape():
+    from deployctl.judge.passive import scrape_from_vector
+
+    text = exposition(1000, 4, ttft=(2, 8, 10))
+    scraped = parse_scrape(text, at=0.0)
+    vector = [{"metric": {"__name__": name, "job": "sglang", **labels}, "value": [0.0, str(value)]}
+              for name, labels, value in (
+                  ("sglang:generation_tokens_total", {"tp_rank": "0"}, 500), ("sglang:generation_tokens_total",
+                                                                              {"tp_rank": "1"}, 500),
+                  ("sglang:num_running_reqs", {}, 4), ("sglang:num_queue_reqs", {}, 0),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "0.1"}, 2),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "0.5"}, 8),
+                  ("sglang:time_to_first_token_seconds_bucket", {"le": "+Inf"}, 10),
+                  ("sglang:time_to_first_token_seconds_sum", {}, 2.0),
+                  ("sglang:time_to_first_token_seconds_count", {}, 10))]
+    from_prometheus = scrape_from_vector(vector, at=0.0)
+    for name in ("sglang:generation_tokens_total", "sglang:num_running_reqs", "sglang:num_queue_reqs"):
+        assert from_prometheus.values[name] == scraped.values[name], name
+    assert from_prometheus.histograms["sglang:time_to_first_token_seconds"] == \
+        scraped.histograms["sglang:time_to_first_token_seconds"]
+
+
+def test_aborted_requests_are_the_users_errors_and_too_many_are_degraded():
+    from dataclasses import replace
+
+    from deployctl.judge.passive import error_check
+
+    def with_aborted(text: str, finished: float, aborted: float) -> str:
+        return text + (f'# TYPE sglang:num_requests_total counter\nsglang:num_requests_total{{model_name="m"}} {finished}\n'
+                       f'# TYPE sglang:num_aborted_requests_total counter\n'
+                       f'sglang:num_aborted_requests_total{{model_name="m"}} {aborted}\n')
+
+    scrapes = [parse_scrape(with_aborted(exposition(100.0 * i, 2), 10 * i, i), at=float(i)) for i in range(6)]
+    (level,) = window_result(scrapes, trials=5, started_at=0.0).levels
+    assert [(t.requests_ok, t.requests_failed) for t in level.trials] == [(9, 1)] * 5
+    reference = window_result(_window(50.0, 2.0), trials=5, started_at=0.0)
+    now = window_result(scrapes, trials=5, started_at=0.0)
+    check = error_check(now, reference, max_rate=0.02)
+    assert check.health is Health.DEGRADED and "10.0 % of its users' requests were aborted" in check.reasons[0]
+    assert error_check(now, now, max_rate=0.02).health is Health.OK  # as many as at its reference
+    quiet = replace(now, levels=tuple(replace(lv, trials=tuple(replace(t, requests_failed=0) for t in lv.trials))
+                                      for lv in now.levels))
+    assert error_check(quiet, reference, max_rate=0.02).health is Health.OK
+
+
+def test_the_rate_per_running_request_is_one_over_the_mean_inter_token_gap_where_it_is_exported():
+    def text(i: int) -> str:  # 20 ms gaps, ten a second; the running gauge says 4 but is not needed
+        return exposition(1000.0 * i, 4).replace('inter_token_latency_seconds_sum{model_name="m"} 0',
+                                                 f'inter_token_latency_seconds_sum{{model_name="m"}} {0.02 * 10 * i}') \
+            .replace('inter_token_latency_seconds_count{model_name="m"} 0',
+                     f'inter_token_latency_seconds_count{{model_name="m"}} {10 * i}')
+    (level,) = window_result([parse_scrape(text(i), at=float(i)) for i in range(6)], trials=5, started_at=0.0).levels
+    assert all(t.per_request_tok_s.mean == pytest.approx(50.0) and t.output_tok_s == pytest.approx(200.0)
+               for t in level.trials)

@@ -234,6 +234,43 @@ def test_a_state_saved_by_0_1_before_its_first_step_resumes_as_untouched():
     assert resumed.result is m.Result.ABORTED and not resumed.touched
 
 
+GATED = m.Limits(output_gate=True)
+PASSED = m.Judged(Verdict.PASS, ("all levels within noise",))
+
+
+def test_the_output_gate_runs_between_a_passing_verdict_and_keep():
+    state, actions = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(Verdict.PASS, ("outputs unchanged",)), OK],
+                           limits=GATED)
+    assert state.result is m.Result.KEPT and actions[-3:] == ["JudgeCandidate", "CheckOutputs", "KeepCandidate"]
+    assert "outputs unchanged" in state.reasons
+
+
+@pytest.mark.parametrize("verdict, result", [(Verdict.FAIL, m.Result.REJECTED), (Verdict.INVALID, m.Result.REJECTED),
+                                             (Verdict.INCONCLUSIVE, m.Result.INCONCLUSIVE)])
+def test_fast_but_wrong_is_never_kept(verdict, result):
+    state, actions = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(verdict, ("output changed: accuracy 8/8 → 0/8",)),
+                                           OK, m.Verified(True)], limits=GATED)
+    assert state.phase is m.Phase.DONE and state.result is result and "KeepCandidate" not in actions
+    assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
+    assert state.exit_code == (ExitCode.REJECTED if result is m.Result.REJECTED else ExitCode.INCONCLUSIVE)
+
+
+def test_a_bisect_trial_is_output_gated_too():
+    state, _ = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(Verdict.FAIL, ("output changed",)), OK, m.Verified(True)],
+                     limits=m.Limits(keep=False, output_gate=True))
+    assert state.result is m.Result.REJECTED
+
+
+def test_the_output_gate_may_run_first_and_spare_a_wrong_candidate_the_sweep():
+    first = m.Limits(output_gate=True, output_first=True)
+    state, actions = drive([OK] * 5 + [m.OutputsChecked(Verdict.FAIL, ("output changed",)), OK, m.Verified(True)],
+                           limits=first)
+    assert state.result is m.Result.REJECTED and "BenchCandidate" not in actions
+    state, actions = drive([OK] * 5 + [m.OutputsChecked(Verdict.PASS, ("unchanged",)), OK, PASSED, OK], limits=first)
+    assert state.result is m.Result.KEPT
+    assert actions[4:] == ["CheckStartupGates", "CheckOutputs", "BenchCandidate", "JudgeCandidate", "KeepCandidate"]
+
+
 def test_a_drift_that_may_explain_a_rejection_makes_it_inconclusive():
     state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK,
                                      m.Verified(True, drift=True, in_doubt=True, reasons=("environment drift",))])

@@ -4,6 +4,7 @@ what `-H` forwards, and the runner's dead-man hook (scripted adapters)."""
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import replace
 
 import pytest
@@ -23,10 +24,17 @@ from deployctl.commands._upload import upload_directory
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.live.operation import WORKER_ENV, _PriorityPrefix, unit_environment
+from deployctl.live.operation import (
+    RESULT_ENV,
+    WORKER_ENV,
+    OperationRecord,
+    _PriorityPrefix,
+    choose_operation,
+    unit_environment,
+)
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
-from deployctl.promote.dead_man import MARGIN_S, bound_s, sweep_worst_case_s
+from deployctl.promote.dead_man import MARGIN_S, Lease, Verdict, check_s, describe, judge_alive, stall_s
 from deployctl.promote.evidence import JudgeResult
 
 # --- transient units ------------------------------------------------------------------------------
@@ -75,6 +83,8 @@ def test_service_properties_refuse_what_systemd_would_misread(service):
 def test_timer_is_monotonic_on_active_in_microseconds():
     props = {k: (sig, v) for k, sig, v in timer_properties("t", 25.5)}
     assert props["TimersMonotonic"] == ("a(st)", [("OnActiveSec", 25_500_000)])
+    again = {k: (sig, v) for k, sig, v in timer_properties("t", 30, every_s=30)}
+    assert again["TimersMonotonic"] == ("a(st)", [("OnActiveSec", 30_000_000), ("OnUnitActiveSec", 30_000_000)])
     assert props["AccuracyUSec"] == ("t", 1_000_000)  # not systemd's default minute late
     assert props["RemainAfterElapse"] == ("b", False)
     with pytest.raises(ValueError):
@@ -83,7 +93,7 @@ def test_timer_is_monotonic_on_active_in_microseconds():
 
 def test_unit_environment_passes_locations_and_identity_not_secrets():
     env = unit_environment({"DEPLOYCTL_STATE_DIR": "/s", "PATH": "/bin", "SUDO_USER": "ann", "HF_TOKEN": "x",
-                            "AWS_SECRET_ACCESS_KEY": "y"}, "u.service")
+                            "AWS_SECRET_ACCESS_KEY": "y", RESULT_ENV: "/s/op.exit"}, "u.service")
     assert env == {"DEPLOYCTL_STATE_DIR": "/s", "PATH": "/bin", "SUDO_USER": "ann", WORKER_ENV: "u.service",
                    "PYTHONUNBUFFERED": "1"}
 
@@ -96,22 +106,54 @@ def test_stderr_lines_in_the_unit_carry_the_journal_priority_prefix():
     assert out.getvalue() == "<4>one\n<4>two\n<4>\n<4>three"
 
 
+# --- which operation attach follows -------------------------------------------------------------------
+
+
+def _op(op_id: str, verb: str, started: float) -> OperationRecord:
+    return OperationRecord("glm5", verb, f"deployctl-{verb}-glm5.service", "0" * 32, started, op_id)
+
+
+def test_attach_follows_the_running_operation_not_a_later_refused_one():
+    promote, rollback = _op("p", "promote", 1.0), _op("r", "rollback", 2.0)
+    assert choose_operation([promote, rollback], {"p"}, {"r": ExitCode.BUSY}) is promote
+    # the promote has ended meanwhile: still not the refused rollback
+    assert choose_operation([promote, rollback], set(), {"p": 0, "r": ExitCode.BUSY}) is promote
+    # a later rollback that ran (not refused) is the newest: it is the one
+    assert choose_operation([promote, rollback], set(), {"p": 0, "r": 0}) is rollback
+    # killed before it said (no exit code): still followed, attach reports 31 with the ledger's hint
+    assert choose_operation([promote, rollback], set(), {}) is rollback
+
+
 # --- the dead-man's bound ---------------------------------------------------------------------------
 
 
-def test_bound_is_startup_timeout_plus_the_judges_most_trials_at_worst_plus_margin():
-    policy = Policy.model_validate({"bench": {"concurrency": [1, 4], "requests_per_level": 4, "warmup_requests": 0,
-                                              "request_timeout_s": 10},
-                                    "judge": {"min_trials": 2, "max_trials": 3}, "gates": {"startup_timeout_s": 100}})
-    # C=1: 4 waves; C=4: 1 wave → 5 waves of at most 10 s per sweep
-    assert sweep_worst_case_s(policy.bench) == 50
-    assert bound_s(policy) == 100 + 3 * 50 + MARGIN_S
+def test_the_stall_bound_is_the_longest_pause_a_healthy_controller_makes_not_the_whole_promote():
+    # The example inventory: 30 min startup, 600 s requests. The old bound was every trial's every request
+    # at its timeout (15.5 h); between two renewals there is at most one restart or one wave.
+    example = Policy.model_validate({"gates": {"startup_timeout_s": 1800}})
+    assert stall_s(example) == 1800 + MARGIN_S
+    assert stall_s(Policy.model_validate({"gates": {"startup_timeout_s": 10},
+                                          "bench": {"request_timeout_s": 300}})) == 300 + MARGIN_S
+    assert check_s(example) == 30  # a dead controller's candidate: rolled back within half a minute
+    assert "within 30 s" in describe(example) and "no progress for 1860 s" in describe(example)
 
 
-def test_bound_from_the_policy_wins():
-    assert bound_s(Policy.model_validate({"dead_man_s": 42})) == 42
-    with pytest.raises(ValueError):
-        Policy.model_validate({"dead_man_s": 0})
+def test_the_bounds_from_the_policy_win():
+    policy = Policy.model_validate({"dead_man_s": 42, "dead_man_check_s": 5})
+    assert stall_s(policy) == 42 and check_s(policy) == 5
+    for bad in ({"dead_man_s": 0}, {"dead_man_check_s": 0.5}):
+        with pytest.raises(ValueError):
+            Policy.model_validate(bad)
+
+
+@pytest.mark.parametrize("idle, verdict", [(0, Verdict.WAIT), (99.9, Verdict.WAIT), (100, Verdict.TERMINATE),
+                                           (199, Verdict.TERMINATE), (200, Verdict.KILL)])
+def test_a_live_controller_is_judged_by_how_long_it_made_no_progress(idle, verdict):
+    assert judge_alive(Lease(release_id=7, pid=42, renewed=1000.0, stall_s=100), 1000.0 + idle) is verdict
+
+
+def test_a_live_controller_without_a_lease_is_left_alone():
+    assert judge_alive(None, 1e9) is Verdict.WAIT
 
 
 # --- ssh ----------------------------------------------------------------------------------------------
@@ -207,6 +249,9 @@ class FakeGuard:
         self.log.append(f"arm {release_id}")
         return "armed"
 
+    def renew(self) -> None:
+        self.log.append("renew")
+
     async def disarm(self) -> None:
         self.log.append("disarm")
 
@@ -222,4 +267,32 @@ async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolle
                                    unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t")
         out = await Runner(ledger, a, p, rid).run(m.start())
     assert out.state.result is result
-    assert calls[:2] == ["install_trial", f"arm {rid}"] and calls[-1] == "disarm" and calls.count("disarm") == 1
+    steps = [c for c in calls if c != "renew"]
+    assert steps[:2] == ["install_trial", f"arm {rid}"] and steps[-1] == "disarm" and steps.count("disarm") == 1
+    # every step renews the lease: the restart, the startup gates, each benchmark, the judge, the keep or rollback
+    after_arm = calls[calls.index(f"arm {rid}"):]
+    assert after_arm.count("renew") >= 4
+
+
+# --- the verb's command line carries the inventory ------------------------------------------------------
+
+
+def test_the_verb_script_writes_the_inventory_privately_and_hands_it_to_the_execd_command(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from deployctl.commands._remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
+
+    inventory = b"# it's 'quoted' $(and) `not run`\nhosts: {}\n"
+    script = verb_script(["sh", "-c", 'stat -c %a "$(dirname "$1")"; cat "$1"; echo "$1"', "sh", UPLOADED], inventory)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, timeout=10)
+    mode, *body, path = done.stdout.decode().splitlines()
+    try:
+        assert done.returncode == 0 and mode == "700" and "\n".join(body).encode() + b"\n" == inventory
+        assert re.fullmatch(r"/tmp/deployctl-inventory\.\w{6}/inventory\.yaml", path)
+    finally:
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+    assert verb_script(["deployctl", "status"], None) == "exec deployctl status"
+    with pytest.raises(InputError, match="too large for -H"):
+        verb_script(["deployctl", "status", "-i", UPLOADED], b"x" * (MAX_INVENTORY_BYTES + 1))

@@ -18,7 +18,7 @@ from deployctl.reporting.changes import release_changes
 from deployctl.reporting.history import ReleaseRuns, history_chart, history_page
 from deployctl.reporting.markdown import comparison_markdown, sweep_markdown
 from deployctl.reporting.page import bench_page, release_page
-from deployctl.reporting.story import bench_story, release_story
+from deployctl.reporting.story import Run, bench_story, release_story
 
 POLICY = JudgePolicy(min_trials=2, max_trials=5, baseline_trials=3, limit_pct=10)
 
@@ -192,4 +192,10 @@ def test_history_marks_only_rejected_releases_rejected_what_is_live_now_and_why_
     by_id = {row[0]: row for row in table.rows}
     assert table.header[-2:] == ("live now", "trials set aside")
     assert by_id[str(live.id)][-2] == "live now" and by_id[str(release.id)][-2] == "—"
-    assert f"candidate C={first.concurrency} #{bad.trial}: 3 of 4 requests failed" in by_id[str(release.id)][-1]
+    assert f"candidate C={first.concurrency} trial {bad.trial}: 3 of 4 requests failed" in by_id[str(release.id)][-1]
+    page = release_page(release_story(release, [], [], policy=POLICY), None)  # no sweep: nothing set aside
+    assert "set aside" not in page
+    story = release_story(release, [], [], policy=POLICY)
+    story = replace(story, runs=(*story.runs, Run("candidate", runs_with_bad["candidate"])))
+    assert f"set aside (not judged, not drawn): candidate C={first.concurrency} trial {bad.trial}: 3 of 4" in \
+        release_page(story, None)

@@ -89,7 +89,8 @@ def test_no_failed_fixture_reports_starting(name: str, wrapper: str) -> None:
 
 _FACTS = ("outcome", "phase", "failure", "scheduler", "kv_cache", "cuda_graph", "piecewise_cuda_graph",
           "moe_config_warnings", "ranks", "failed_ranks", "parallelism", "quantization", "speculative",
-          "sglang_version", "sglang_version_range", "listening", "warmup_request", "server_args", "phases")
+          "sglang_version", "sglang_version_range", "listening", "warmup_request", "server_args", "phases",
+          "notices")
 
 
 @pytest.mark.parametrize("wrapper", ["compose", "journal", "pod", "quoted+compose+kubectl"])

@@ -119,6 +119,13 @@ def test_a_checkpoints_own_quantisation_is_read_from_the_moe_config_name() -> No
     assert (report.quantization, report.quantization_source) == ("fp8_w8a8", "moe_kernel_config")
 
 
+def test_a_draft_without_its_own_path_is_named_by_its_class() -> None:
+    report = parse_lines(open(LOGS / "01-qwen35-122b-tp4-mtp-baseline-v0.5.10.log", encoding="utf-8"))
+    spec = report.speculative
+    assert (spec.algorithm, spec.draft_model, spec.draft_model_class) == ("EAGLE", None, "Qwen3_5ForCausalLMMTP")
+    assert "speculative EAGLE (own draft layers Qwen3_5ForCausalLMMTP, 3 steps" in render_report(report)
+
+
 def test_a_cut_last_line_is_no_version_evidence() -> None:
     head = [f"{TS} TP0] Init torch distributed ends. elapsed=2.31 s, mem usage=0.61 GB"]
     cut = parse_lines(head + [f"{TS} TP0] Capture cuda graph begin. This can take up to several mi"])
@@ -143,10 +150,31 @@ def test_contradicting_cues_are_reported_as_such() -> None:
     assert "cues contradict" in render_report(report).splitlines()[0]
 
 
+def test_a_version_the_log_states_is_taken_when_the_format_allows_it() -> None:
+    init = f"{TS} TP0] Init torch distributed ends. elapsed=2.31 s, mem usage=0.61 GB"
+    report = parse_lines(["Python: 3.12.3", "sglang: 0.5.9", "sgl_kernel: 0.3.21", init])
+    assert (report.sglang_version, report.sglang_version_source) == ("0.5.9", "log_exact")
+    assert "stated in the log" in render_report(report).splitlines()[0]
+    tagged = parse_lines(["docker run --gpus all lmsysorg/sglang:v0.5.10-cu129 python3 -m sglang.launch_server", init])
+    assert tagged.sglang_version == "0.5.10"
+    clash = parse_lines(["sglang: 0.4.6.post4", init])
+    assert clash.sglang_version is None and "0.4.6.post4" in clash.sglang_version_contradiction
+    assert parse_lines(["lmsysorg/sglang:latest", init]).sglang_version is None
+
+
 def test_the_capture_size_list_line_gives_the_sizes() -> None:
     report = parse_lines([f"{TS} TP0] {BEGIN}", f"{TS} TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]",
                           "\rCapturing batches (bs=32 avail_mem=13.90 GB):  14%|#| 1/7 [00:01<00:06,  1.01it/s]"])
     assert report.cuda_graph.batch_sizes == (32, 24, 16, 8, 4, 2, 1)
+    cut = parse_lines([f"{TS} TP0] {BEGIN}", f"{TS} TP0] Capture cuda graph bs [1, 2, 4, 8, 1"])
+    assert cut.cuda_graph.batch_sizes == ()
+
+
+def test_the_split_without_a_dump_comes_from_the_rank_prefixes() -> None:
+    lines = [f"{TS} DP{d} TP{t} EP{t}] Init torch distributed begin." for t in range(8) for d in (t // 2,)]
+    report = parse_lines(lines)
+    assert (report.parallelism.tp, report.parallelism.dp, report.parallelism.ep) == (8, 4, 8)
+    assert render_report(report).splitlines()[0].endswith("· TP8 DP4 EP8 (from the ranks seen)")
 
 
 def test_an_unknown_phase_is_not_argument_parsing() -> None:
@@ -172,6 +200,9 @@ def test_unwrapper_shapes_and_negatives() -> None:
     assert unwrap("sglang-1  |") == ""
     assert unwrap("2026-01-01T00:00:00.123456789Z [2026-01-01 00:00:00] y") == "[2026-01-01 00:00:00] y"
     assert unwrap("Dec 01 12:00:00 gpu-7 sglang[42]:   File \"/a.py\"") == "  File \"/a.py\""
+    assert unwrap("2026-12-01T12:00:00+00:00 gpu-7 sglang[42]: [2026-01-01 00:00:00] v") == "[2026-01-01 00:00:00] v"
+    assert unwrap("2026-12-01T12:00:00.5Z gpu-7 sglang[42]: [2026-01-01 00:00:00] v") == "[2026-01-01 00:00:00] v"
+    assert unwrap("2026-12-01T12:00:00.5Z launch_server.py: error: x") == "launch_server.py: error: x"
     assert unwrap("> > [2026-01-01 00:00:00] z") == "[2026-01-01 00:00:00] z"
     assert unwrap("\x1b[36msglang-1  | \x1b[0m[2026-01-01 00:00:00] c") == "[2026-01-01 00:00:00] c"
     assert unwrap("[pod/sglang-0/sglang] [2026-01-01 00:00:00 TP1] w") == "[2026-01-01 00:00:00 TP1] w"

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import shlex
 
 OK = 0
@@ -18,6 +19,11 @@ BUSY = 4
 REJECTED = 10
 INCONCLUSIVE = 11
 ROLLBACK_FAILED = 12
+CANARY_DEGRADED = 20
+CANARY_UNCLEAR = 23
+
+# deployctl's own default (deployctl/adapters/ledger.py DEFAULT_STATE_DIR), after --state-dir and the variable.
+DEFAULT_STATE_DIR = "/var/lib/deployctl"
 
 # Options every module takes: where deployctl and its inventory and ledger are on the host.
 COMMON_ARGS = dict(
@@ -28,8 +34,14 @@ COMMON_ARGS = dict(
 )
 
 
-def deployctl_argv(params, *args):
+def state_dir_of(params):
+    """Where deployctl keeps its ledger on this host, resolved as deployctl resolves it."""
+    return params.get("state_dir") or os.environ.get("DEPLOYCTL_STATE_DIR") or DEFAULT_STATE_DIR
+
+
+def deployctl_argv(params, *args, **overrides):
     """The command line: the executable (may be ``python3 -m deployctl``), global options, the verb's."""
+    params = dict(params, **overrides)
     argv = shlex.split(params["executable"])
     if params.get("inventory"):
         argv += ["--inventory", params["inventory"]]
@@ -38,9 +50,9 @@ def deployctl_argv(params, *args):
     return argv + list(args) + ["--json"]
 
 
-def run_json(module, *args):
+def run_json(module, *args, **overrides):
     """``(rc, document, stderr)``: the document is deployctl's one JSON value on stdout, or None."""
-    argv = deployctl_argv(module.params, *args)
+    argv = deployctl_argv(module.params, *args, **overrides)
     rc, out, err = module.run_command(argv, check_rc=False, environ_update={"NO_COLOR": "1"})
     try:
         doc = json.loads(out) if out.strip() else None

@@ -16,6 +16,8 @@ description:
     C(inventory_hostname)), and fails otherwise, so that a play that restarts nothing before this check
     never acts on a host whose inventories disagree.
   - Reads only; C(status) first finishes the recovery of a promote whose controller died, as it always does.
+  - A host where deployctl never ran (the unit installed, no state directory yet) is read as it is, with
+    C(fresh=true) and no live release; the first C(promote) there adopts the installed unit.
 version_added: "0.1.0"
 author: deployctl maintainers
 extends_documentation_fragment:
@@ -51,15 +53,19 @@ ansible_facts:
     deployctl:
       description: >-
         C(deployment), C(host) (deployctl's inventory's host of it), C(unit), C(active_state),
-        C(live_release) (id or null), C(profile) and C(unit_hash) of the installed unit, and C(last_promote)
-        (C(release), C(profile), C(result), C(verdict), C(reasons); null before the first promote).
+        C(live_release) (id or null), C(profile) and C(unit_hash) of the installed unit, C(fresh) (no state
+        directory yet: deployctl never ran here), and C(last_promote) (C(release), C(profile), C(result),
+        C(verdict), C(reasons); null before the first promote).
       type: dict
       returned: always
 """
 
+import os
+import tempfile
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.deployctl.sglang.plugins.module_utils.deployctl import (
-    COMMON_ARGS, OK, fail_with_error, run_json)
+    COMMON_ARGS, OK, fail_with_error, run_json, state_dir_of)
 
 
 def last_promote(releases):
@@ -74,15 +80,24 @@ def last_promote(releases):
 def main():
     module = AnsibleModule(argument_spec=dict(COMMON_ARGS, host=dict(type="str")), supports_check_mode=True)
     deployment = module.params["deployment"]
-    rc, status, err = run_json(module, "status", "-d", deployment, "-n", "0")
+    fresh = not os.path.isdir(state_dir_of(module.params))
+    if fresh:
+        # status refuses a missing state directory (a mistyped --state-dir must not read as "nothing
+        # recorded"); here it is a host deployctl never ran on, so its unit is read against an empty one.
+        with tempfile.TemporaryDirectory(prefix="deployctl-fresh-") as empty:
+            rc, status, err = run_json(module, "status", "-d", deployment, "-n", "0", state_dir=empty)
+    else:
+        rc, status, err = run_json(module, "status", "-d", deployment, "-n", "0")
     if rc != OK or not isinstance(status, dict):
         fail_with_error(module, rc, status, err, "deployctl status")
-    rc, releases, err = run_json(module, "history", "-d", deployment)
-    if rc != OK or not isinstance(releases, list):
-        fail_with_error(module, rc, releases, err, "deployctl history")
+    releases = []
+    if not fresh:
+        rc, releases, err = run_json(module, "history", "-d", deployment)
+        if rc != OK or not isinstance(releases, list):
+            fail_with_error(module, rc, releases, err, "deployctl history")
     facts = dict(deployment=deployment, host=status.get("host"), unit=status.get("unit"),
                  active_state=status.get("active_state"), live_release=status.get("live_release"),
-                 profile=status.get("profile"), unit_hash=status.get("unit_hash"),
+                 profile=status.get("profile"), unit_hash=status.get("unit_hash"), fresh=fresh,
                  last_promote=last_promote(releases))
     wanted = module.params["host"]
     if wanted and facts["host"] != wanted:

@@ -75,6 +75,11 @@ levels:
   type: list
   elements: dict
   returned: when benchmarked
+output:
+  description: The output gate's verdict (PASS, FAIL, INCONCLUSIVE), accuracy baseline and candidate, mean KL
+    and same top token %, when it ran.
+  type: dict
+  returned: when the output gate ran
 exit_code:
   description: deployctl's exit code.
   type: int
@@ -101,6 +106,16 @@ def plan(module):
     module.exit_json(changed=not doc["unchanged"], result="planned", exit_code=rc, reasons=[], outcome=doc)
 
 
+def _output(gate):
+    """The output gate's verdict in a line's worth of fields, for the fleet summary."""
+    if not gate:
+        return None
+    acc = gate["accuracy"]
+    return {"outcome": gate["outcome"], "accuracy": f"{acc['baseline_right']}/{acc['prompts']} -> "
+            f"{acc['candidate_right']}/{acc['prompts']}", "mean_kl": gate["shift"]["mean_kl"],
+            "same_top_pct": gate["shift"]["same_top_pct"]}
+
+
 def promote(module):
     args = ["promote", module.params["profile"], "-d", module.params["deployment"]]
     if module.params["fresh_baseline"]:
@@ -109,7 +124,8 @@ def promote(module):
     if not isinstance(doc, dict) or "result" not in doc:
         fail_with_error(module, rc, doc, err, "deployctl promote")
     found = dict(result=doc["result"], verdict=doc.get("verdict"), reasons=doc.get("reasons", []),
-                 release=doc.get("release"), levels=doc.get("levels", []), exit_code=rc, outcome=doc)
+                 release=doc.get("release"), levels=doc.get("levels", []), exit_code=rc, outcome=doc,
+                 output=_output(doc.get("output")))
     if rc == OK:
         module.exit_json(changed=doc["result"] == "kept", **found)
     if rc == INCONCLUSIVE and module.params["inconclusive"] == "ok":
