@@ -166,7 +166,9 @@ def baseline_plan(
         plan[c] = planned_trials(
             sigma, -math.log1p(-min(limit, 99.0) / 100),
             false_fail=false_fail, miss=policy.miss, least=policy.min_trials, most=policy.max_trials,
-            levels=decisive, restart_sigma=_planned_restart(restart),
+            # The split of the miss over the levels assumes their errors independent; levels that move
+            # together (a shared per-trial shock seen) fail together or not at all: sized as one.
+            levels=1 if c in shared and shared[c].components else decisive, restart_sigma=_planned_restart(restart),
         )
     return plan
 

@@ -44,7 +44,7 @@ GUARD_ALPHA = 0.01
 NOTHING = Spread(0.0, 0)
 
 # The trial effect counts as a shared per-trial shock when its F test against the rest rejects at this.
-SHOCK_ALPHA = 0.1
+SHOCK_ALPHA = 0.05
 
 
 @dataclass(frozen=True)

@@ -360,3 +360,67 @@ async def test_a_restored_baseline_that_fails_its_health_check_is_a_failed_rollb
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED
     assert any("/health does not answer 200" in r for r in out.state.reasons)
+
+
+# --- the output gate ---------------------------------------------------------------------------------
+
+class FakeOutputs:
+    """A server whose greedy answers are the probes' own (or wrong ones on a corrupted candidate)."""
+
+    def __init__(self) -> None:
+        self.references = 0
+        self.wrong = False
+
+    async def reference(self, url, policy, scope):
+        from deployctl.live.output_gate import probe_set
+        from deployctl.outputgate.compare import Reference
+        from deployctl.outputgate.record import ReferenceSet
+
+        self.references += 1
+        top = ((5, -0.05), (6, -3.0))
+        refs = {p.id: Reference(p.id, (1, 2), (5,), (-0.05,), (top,), f" {p.answer or 'the'}")
+                for p in probe_set(policy).probes}
+        return ReferenceSet(scope, probe_set(policy).version, refs, requests=len(refs))
+
+    async def measure(self, url, policy, refs, *, answers):
+        from deployctl.outputgate.compare import Scored
+        from deployctl.outputgate.record import Measured
+
+        top = ((6, -0.05), (5, -3.0)) if self.wrong else ((5, -0.05), (6, -3.0))
+        scores = {i: Scored(i, (top[0][1] if not self.wrong else -3.0,), (top,)) for i in refs.refs}
+        said = {i: (" 99999" if self.wrong else r.text) for i, r in refs.refs.items()} if answers else {}
+        return Measured(scores, said, 0, len(scores) * (2 if answers else 1), 0.1)
+
+
+def _gated(ledger):
+    from support.promote import POLICY
+
+    from deployctl.inventory.policy import OutputGatePolicy
+
+    policy = POLICY.model_copy(update={"gates": POLICY.gates.model_copy(update={"output": OutputGatePolicy(probes=24)})})
+    return plan(policy=policy), m.start(m.Limits(output_gate=True))
+
+
+async def test_a_passing_candidate_with_wrong_answers_is_rejected_by_the_output_gate(ledger):
+    p, state = _gated(ledger)
+    a = adapters()
+    a.outputs = FakeOutputs()
+    a.outputs.wrong = True
+    out, _, _ = await _run(ledger, a, p, state)
+    assert out.exit_code == ExitCode.REJECTED and "keep" not in a.units.calls
+    assert any(r.startswith("output changed: accuracy") for r in out.state.reasons), out.state.reasons
+    events = [e for e in ledger.events(out.release_id) if e.name == "outputs"]
+    assert len(events) == 1 and events[0].detail["outcome"] == "FAIL"
+
+
+async def test_the_baselines_answers_are_stored_and_reused_by_the_next_promote(ledger):
+    p, state = _gated(ledger)
+    a = adapters()
+    a.outputs = FakeOutputs()
+    first, _, _ = await _run(ledger, a, p, state)
+    assert first.exit_code == ExitCode.OK and first.evidence.output.outcome is Outcome.PASS
+    b = adapters()
+    b.outputs = a.outputs
+    second, _, _ = await _run(ledger, b, p, state)
+    assert second.exit_code == ExitCode.OK and a.outputs.references == 1
+    assert second.evidence.outputs_reference.reused_from == first.release_id
