@@ -3,37 +3,38 @@
 System tests (marker ``system``) need root to boot systemd in a private namespace. Outside CI they
 skip with a reason when not root; under ``CI=true`` a missing precondition is a failure, never a skip.
 
-scripts/test runs the suite on two pytest-xdist workers, a module to a worker (``--dist loadfile``: a module's
-fixtures and its sandboxed world stay on one worker, each worker boots its own sandboxed systemd). The system
-modules go first, the longest first, so that the two workers' shares even out and the unit tests fill the end.
+scripts/test runs the suite on two pytest-xdist workers (``--dist loadfile``): every system test on one
+of them, one after the other on one sandboxed systemd as before, and the unit, adapter and CLI tests on the
+other meanwhile. The system tests run one at a time on purpose: two at once (``--dist loadfile``) measured
+faster, but the judge's tests of neutral candidates then came out inconclusive on two loaded cores.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 
-# The system modules, longest first (seconds of --durations on two loaded cores, December 2026): the order
-# in which the workers take them. A module not listed comes after these, before the rest of the suite.
-LONGEST_FIRST = (
-    "test_remote_ops.py", "test_fleet_ansible.py", "test_faults_e2e.py", "test_bisect_e2e.py",
-    "test_canary_e2e.py", "test_promote_e2e.py", "test_output_gate_e2e.py", "test_install.py",
-    "test_canary_rollback_e2e.py", "test_report_e2e.py", "test_reuse_e2e.py", "test_canary_passive_e2e.py",
-    "test_secrets_e2e.py", "test_systemd_verbs.py",
-)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadfile`` (scripts/test): each module goes to one worker, and all the system tests
+    together count as one module, so they run one after the other on one worker and its sandboxed systemd."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
+    class SystemTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "tests/system" if module.startswith("tests/system/") else module
 
-def _cost_rank(item: pytest.Item) -> int:
-    name = item.path.name
-    if name in LONGEST_FIRST:
-        return LONGEST_FIRST.index(name)
-    return len(LONGEST_FIRST) if "system" in item.keywords else len(LONGEST_FIRST) + 1
+    return SystemTestsTogether(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=_cost_rank)  # stable: a module's tests keep their order
+    # The system tests first: their worker starts on them at once, the rest of the suite runs beside them.
+    items.sort(key=lambda item: "system" not in item.keywords)  # stable: the order within each part stays
     if os.geteuid() == 0:
         return
     system = [item for item in items if "system" in item.keywords]
