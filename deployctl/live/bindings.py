@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from statistics import mean
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
@@ -182,7 +183,9 @@ class LiveJudge:
         """The rollback's verification plan should ``verdict`` roll back and a restart offset could explain
         it; empty otherwise, and always for the canary's rollback trial (it fails a release merely not
         better, and its status quo is the conservative side)."""
-        if self.improvement or not over_starts_needed(verdict, baseline, candidate, self.policy.judge, noise, restart):
+        # The machine rolls back a verdict still asking for trials once its rounds are spent: it is final then.
+        ending = replace(verdict, more_trials={})
+        if self.improvement or not over_starts_needed(ending, baseline, candidate, self.policy.judge, noise, restart):
             return ()
         return tuple(sorted(verification_plan(self.policy.judge, baseline).items()))
 
