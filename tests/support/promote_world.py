@@ -140,6 +140,31 @@ def installed_profile(box: Sandbox, unit: str) -> str:
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
 
 
+def one_deployment_site(sandbox: Sandbox, root: Path, data: dict[str, Any], deployment: str
+                        ) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
+    """A module's ``site`` fixture body: ``data`` (``one_deployment``) as ``root``/inventory.yaml, and
+    ``deployment`` stopped once the module is done."""
+    (root / "inventory.yaml").write_text(yaml.safe_dump(data))
+    yield sandbox, root / "inventory.yaml", data
+    sandbox.run(["systemctl", "stop", data["deployments"][deployment]["unit"]])
+
+
+def one_deployment_world(site: tuple[Sandbox, Path, dict[str, Any]], state_dir: Path, deployment: str
+                         ) -> Iterator[tuple[Cli, dict[str, Any]]]:
+    """A ``world`` fixture's body for a one-deployment ``site`` (sandbox, inventory, data): a fresh ledger in
+    ``state_dir`` and ``deployment`` serving its baseline, installed and healthy (restarted only where not);
+    whatever the test started and left running is aborted after it."""
+    box, inventory, data = site
+    cli = Cli(box, inventory, state_dir)
+    dep = data["deployments"][deployment]
+    if not (box.unit_dir / dep["unit"]).exists() or installed_profile(box, dep["unit"]) != "baseline" \
+            or not healthy(dep["port"]):
+        done = cli("restart", deployment, "--profile", "baseline")
+        assert done.returncode == 0, done.stdout + done.stderr
+    yield cli, dep
+    cli.stop_started([deployment])
+
+
 def slow_down(box: Sandbox, unit: str, port: int, *env: str) -> None:
     """A runtime drop-in setting ``env`` on ``unit`` (its unit file and release stay the same), a restart, and
     the server answering again."""

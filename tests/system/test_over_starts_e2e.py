@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import yaml
-from support.promote_world import TWO_WAVES_POLICY, Cli, healthy, installed_profile, one_deployment, wait_for
+from support.promote_world import (
+    TWO_WAVES_POLICY, Cli, healthy, installed_profile, one_deployment, one_deployment_site, one_deployment_world,
+    wait_for,
+)
 
 from deployctl.errors import ExitCode
 from deployctl.judge.starts import VERIFICATION_TRIALS
@@ -35,22 +37,12 @@ JUDGE = {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 2,
 def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("over-starts")
     data = one_deployment(DEP, PROFILES, {"bench": TWO_WAVES_POLICY["bench"], "judge": JUDGE})
-    (root / "inventory.yaml").write_text(yaml.safe_dump(data))
-    yield sandbox, root / "inventory.yaml", data
-    sandbox.run(["systemctl", "stop", data["deployments"][DEP]["unit"]])
+    yield from one_deployment_site(sandbox, root, data, DEP)
 
 
 @pytest.fixture
 def world(site: tuple[Sandbox, Path, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Cli, dict[str, Any]]]:
-    box, inventory, data = site
-    cli = Cli(box, inventory, tmp_path / "state")
-    dep = data["deployments"][DEP]
-    if not (box.unit_dir / dep["unit"]).exists() or installed_profile(box, dep["unit"]) != "baseline" \
-            or not healthy(dep["port"]):
-        done = cli("restart", DEP, "--profile", "baseline")
-        assert done.returncode == 0, done.stdout + done.stderr
-    yield cli, dep
-    cli.stop_started([DEP])
+    yield from one_deployment_world(site, tmp_path / "state", DEP)
 
 
 def _phase(cli: Cli) -> str | None:
