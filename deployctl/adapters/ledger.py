@@ -32,8 +32,9 @@ from typing import Any, Callable, Mapping, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.errors import EnvironmentUnfit, InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
+from deployctl.judge.noise import AA_PROMOTE, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
 from deployctl.judge.reuse import BaselineFingerprint
-from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.promote.records import Event, Release, StoredBench, StoredRestartPair
 from deployctl.startup.parser import StartupReport
 from deployctl.units.stamp import read_stamp, unit_hash
 
@@ -94,6 +95,9 @@ CREATE TABLE IF NOT EXISTS benchmarks (
 );
 CREATE INDEX IF NOT EXISTS benchmarks_reuse ON benchmarks(unit_hash, bench_key, at);
 """
+
+# What measured a restart pair's second side, by its benchmark role (the canary's synthetic watch is ``watch``).
+_PAIR_SOURCES = {"verify": ROLLBACK_VERIFICATION, "candidate": AA_PROMOTE, "watch": WATCH_AFTER_RESTART}
 
 
 def who_from_env(env: Mapping[str, str], interactive: bool) -> str:
@@ -398,8 +402,9 @@ class Ledger:
         sglang_version: str | None = None,
         fingerprint: BaselineFingerprint | None = None,
         reused_from: int | None = None,
-    ) -> None:
-        self._write(
+    ) -> int:
+        """Stores one measurement; returns its row (``StoredBench.id``)."""
+        return self._write(
             "INSERT INTO benchmarks (release_id, role, at, unit_hash, host, sglang_version, bench_key, result_json,"
             " fingerprint_json, reused_from) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (release_id, role, self._clock(), unit_hash, host, sglang_version, bench_key,
@@ -456,11 +461,12 @@ class Ledger:
 
     def restart_pairs(
         self, *, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int], limit: int = 24
-    ) -> list[tuple[StoredBench, StoredBench]]:
-        """The newest measurements of one unit on two server starts, oldest first: per release, its fresh
-        baseline and then, after a restart, the same unit again — the rollback's verification, or an A/A
-        promote's candidate (its unit hash the baseline's; the latest of its merged rounds). What
-        ``deployctl.judge.noise.learn_restart`` learns the between-restart σ from."""
+    ) -> list[StoredRestartPair]:
+        """The newest measurements of one unit on two server starts, oldest first (by the second's time): per
+        release, its fresh baseline and then, after a restart, the same unit again — the rollback's
+        verification, or an A/A promote's candidate (its unit hash the baseline's; the latest of its merged
+        rounds) — and the canary's ``_watch_pairs``. What ``deployctl.judge.noise.learn_restart`` learns the
+        between-restart σ from."""
         marks = ",".join("?" * len(exclude_releases)) or "-1"
         rows = self._rows(
             "SELECT b.release_id AS rid, b.id AS before_id, (SELECT a.id FROM benchmarks a WHERE a.release_id = b.release_id"
@@ -471,10 +477,32 @@ class Ledger:
             f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
             (deployment, host, bench_key, *exclude_releases, 4 * limit))
         ids = [(r["before_id"], r["after_id"]) for r in rows if r["after_id"] is not None][:limit]
+        ids += self._watch_pairs(deployment, host, bench_key, exclude_releases, limit)
         by_id = {r["id"]: _bench(r) for r in self._rows(
             f"SELECT * FROM benchmarks WHERE id IN ({','.join('?' * (2 * len(ids))) or '-1'})",
             tuple(i for pair in ids for i in pair))}
-        return [(by_id[b], by_id[a]) for b, a in reversed(ids)]
+        pairs = [StoredRestartPair(by_id[b], by_id[a], _PAIR_SOURCES[by_id[a].role]) for b, a in ids]
+        return sorted(pairs, key=lambda p: (p.after.at, p.after.id or 0))[-limit:]
+
+    def _watch_pairs(self, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int],
+                     limit: int) -> list[tuple[int, int]]:
+        """(reference row, watch row) of the first synthetic canary watch on each start whose reference was
+        measured on an earlier start of the same unit and sweep (its note's ``restart_between``,
+        ``promote.canary.WatchStart``). Only the first: the later watches on that start measure the same
+        restart offset again, and would count one offset as many."""
+        marks = ",".join("?" * len(exclude_releases)) or "-1"
+        rows = self._rows(
+            "SELECT MIN(e.id), b.id AS before_id, a.id AS after_id FROM events e"
+            " JOIN releases r ON r.id = e.release_id"
+            " JOIN benchmarks a ON a.id = json_extract(e.detail_json, '$.bench_id')"
+            " JOIN benchmarks b ON b.id = json_extract(e.detail_json, '$.reference_id')"
+            " WHERE e.kind = 'note' AND e.name = 'watch' AND json_extract(e.detail_json, '$.restart_between') = 1"
+            " AND r.deployment=? AND a.role = 'watch' AND a.host IS ? AND a.bench_key=? AND b.host IS a.host"
+            f" AND b.bench_key = a.bench_key AND b.unit_hash = a.unit_hash AND a.release_id NOT IN ({marks})"
+            f" AND b.release_id NOT IN ({marks})"
+            " GROUP BY e.release_id, json_extract(e.detail_json, '$.start.invocation_id') ORDER BY MIN(e.id) DESC LIMIT ?",
+            (deployment, host, bench_key, *exclude_releases, *exclude_releases, limit))
+        return [(r["before_id"], r["after_id"]) for r in rows]
 
 
 def _release(row: sqlite3.Row) -> Release:
@@ -495,7 +523,7 @@ def _bench(row: sqlite3.Row) -> StoredBench:
         release_id=row["release_id"], role=row["role"], at=row["at"], unit_hash=row["unit_hash"], host=row["host"],
         sglang_version=row["sglang_version"], bench_key=row["bench_key"], result=_loads(row["result_json"]),
         fingerprint=BaselineFingerprint.from_dict(fp) if (fp := _loads(row["fingerprint_json"])) else None,
-        reused_from=row["reused_from"],
+        reused_from=row["reused_from"], id=row["id"],
     )
 
 
