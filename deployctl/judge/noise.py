@@ -328,13 +328,14 @@ def restart_pair(
         return RestartPair(sum(diffs) / count, scale, shock.ss, shock.df, source)
     spreads = sweep_spreads(before, None, metric)
     ss, df = sum(sp.ss for sp in spreads.values()), sum(sp.df for sp in spreads.values())
-    noise = pool(_mean_estimate(learned, list(spreads)), ss, df)
+    noise = pool(mean_estimate(learned, list(spreads)), ss, df)
     if noise is None:
         return None
     return RestartPair(sum(diffs) / count, scale, noise.sigma ** 2 * noise.df, noise.df, source)
 
 
-def _mean_estimate(learned: Mapping[int, NoiseEstimate], levels: Sequence[int]) -> NoiseEstimate | None:
+def mean_estimate(learned: Mapping[int, NoiseEstimate], levels: Sequence[int]) -> NoiseEstimate | None:
+    """The learned σ of a sweep's levels as one estimate (mean variance, the fewest df), None if none is learned."""
     known = [learned[c] for c in levels if c in learned]
     if not known:
         return None
