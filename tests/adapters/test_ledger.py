@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 from support.promote import bench, startup
 
-from deployctl.adapters.ledger import _SCHEMA, Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger.schema import LEDGER_VERSION, SCHEMA
 from deployctl.errors import InputError
 from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
 from deployctl.promote.canary import ServerStart, WatchStart
@@ -244,7 +245,7 @@ def test_a_version_1_ledger_gains_the_fingerprint_and_its_old_baselines_load_but
 
     db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
     # Version 1's benchmarks table, as deployctl 0.1 created it: no fingerprint, no reused_from.
-    db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS benchmarks")[0] + """
+    db.executescript(SCHEMA.split("CREATE TABLE IF NOT EXISTS benchmarks")[0] + """
         CREATE TABLE benchmarks (id INTEGER PRIMARY KEY AUTOINCREMENT, release_id INTEGER NOT NULL,
           role TEXT NOT NULL, at REAL NOT NULL, unit_hash TEXT NOT NULL, host TEXT, sglang_version TEXT,
           bench_key TEXT NOT NULL, result_json TEXT NOT NULL);
@@ -263,8 +264,11 @@ def test_a_version_1_ledger_gains_the_fingerprint_and_its_old_baselines_load_but
                           reused_from=1)  # a reused row is never itself the stored baseline
         found = ledger.stored_baseline(unit_hash="h0", bench_key="k", host="h")
         assert found.fingerprint == fp and found.reused_from is None and found.at > 2.0
-    with Ledger.open(tmp_path) as ledger:  # migrated once; the version says so
-        assert ledger._version() == 2
+    db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))  # migrated once; the version says so
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION == 2
+    finally:
+        db.close()
 
 
 def test_a_ledger_in_memory_touches_no_file(tmp_path, monkeypatch):
