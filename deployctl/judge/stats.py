@@ -214,7 +214,7 @@ def log_ratio_interval(
     if between > 0 and restart is not None and restart.df is not None:
         df = min(within_df, effective_df([(within, within_df), (between, restart.df)]))
     se = math.sqrt(within + between)
-    half = _t_quantile(1 - (1 - confidence) / 2, df) * se
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
     d = mc - mb
     test = f"pooled t on log trial values, df={_df_text(df)}"
     sources = ([f"{shared.df} of them from the sweep's other levels"] if shared is not None and shared.df else []) + (
@@ -269,6 +269,6 @@ def outlier_indices(values: Sequence[float], *, k: float = 5.0, floor: float = 0
 
 
 @lru_cache(maxsize=256)
-def _t_quantile(q: float, df: float) -> float:
+def t_quantile(q: float, df: float) -> float:
     # Cached: the calibration calls the judge hundreds of thousands of times with a few (q, df) pairs.
     return float(stdtrit(df, q)) if df < 10_000 else float(ndtri(q))

@@ -268,6 +268,11 @@ def _judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
     return _set_aside_outliers(_split(trials, metric)[0])[0]
 
 
+def judgeable_by_trial(level: LevelResult | None, metric: str) -> dict[int, float]:
+    """A level's values of ``metric`` the judge would use, by trial number (invalid and outlier trials left out)."""
+    return _judgeable_by_trial(level.trials, METRICS[metric]) if level is not None else {}
+
+
 def _judgeable_by_trial(trials: Iterable[TrialResult], metric: Metric) -> dict[int, float]:
     """The judgeable values by trial number (outliers set aside as ``_judgeable`` does)."""
     ok = [t for t in trials if t.invalid_reason is None and (v := metric.value(t)) is not None
