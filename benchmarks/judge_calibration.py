@@ -59,6 +59,7 @@ from deployctl.inventory.policy import BenchPolicy, JudgePolicy
 from deployctl.judge.noise import (
     DEFAULT_RESTART_WEIGHT, MIN_PLAN_DF, RestartPair, baseline_top_up, first_stage_trials, learn_restart, plan_z,
 )
+from deployctl.judge.multiplicity import effective_tests
 from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
@@ -227,26 +228,45 @@ def plan(values: np.ndarray, prior: np.ndarray | None, prior_df: int, policy: Ju
 
 class Boundaries:
     """fail_t / pass_t per (baseline trials, candidate trials, df): the judge's ``look_boundary`` tails, then
-    its t quantile (``sequential._t``) vectorised over the (fractional) effective df."""
+    its t quantile (``sequential._t``) vectorised over the (fractional) effective df. ``false_fail``: the
+    per-test rate of independent levels; ``tests`` (per run) the levels' worth when they move together."""
 
     def __init__(self, policy: JudgePolicy, false_fail: float) -> None:
         self.policy, self.false_fail = policy, false_fail
-        self.cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self.cache: dict[tuple[int, int, float], tuple[float, float]] = {}
 
-    def __call__(self, nb: np.ndarray, n: np.ndarray, df: np.ndarray) -> SimpleNamespace:
-        keys = np.stack([nb, n], axis=-1).reshape(-1, 2)
+    def __call__(self, nb: np.ndarray, n: np.ndarray, df: np.ndarray, tests: np.ndarray | None = None) -> SimpleNamespace:
+        rate = np.broadcast_to((self.false_fail if tests is None else self.policy.false_fail / tests[:, None]), nb.shape)
+        keys = np.stack([nb, n, rate], axis=-1).reshape(-1, 3)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        table = np.array([self._one(*map(int, k)) for k in uniq])
+        table = np.array([self._one(int(k[0]), int(k[1]), float(k[2])) for k in uniq])
         f, p = table[inverse.ravel(), 0].reshape(nb.shape), table[inverse.ravel(), 1].reshape(nb.shape)
         return SimpleNamespace(fail_t=_t(1 - f, df), pass_t=_t(1 - p, df))
 
-    def _one(self, nb: int, n: int) -> tuple[float, float]:
-        if (nb, n) not in self.cache:
+    def _one(self, nb: int, n: int, rate: float) -> tuple[float, float]:
+        if (nb, n, rate) not in self.cache:
             p = self.policy
-            b = look_boundary(nb, n, p.min_trials, p.max_trials, 10, false_fail=self.false_fail, miss=p.miss,
+            b = look_boundary(nb, n, p.min_trials, p.max_trials, 10, false_fail=rate, miss=p.miss,
                               rho=SPENDING_RHO)
-            self.cache[(nb, n)] = (b.fail_tail, b.pass_tail)
-        return self.cache[(nb, n)]
+            self.cache[(nb, n, rate)] = (b.fail_tail, b.pass_tail)
+        return self.cache[(nb, n, rate)]
+
+
+def _levels_worth(ss: np.ndarray, df: np.ndarray, shock: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per run, the tests the levels are worth (``verdict.sweep_correlation``, ``multiplicity.effective_tests``)."""
+    L = ss.shape[1]
+    t_ss, t_df = shock
+    total_ss, total_df = ss.sum(axis=1), df.sum(axis=1)
+    rest_ss, rest_df = np.maximum(0.0, total_ss - t_ss), total_df - t_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (t_ss / t_df) / (rest_ss / rest_df)
+        crit = fdtri(np.maximum(t_df, 1), np.maximum(rest_df, 1), 1 - SHOCK_ALPHA)
+        excess = np.where(rest_ss > 0, f / crit - 1, np.inf)
+        r = np.where(np.isinf(excess), 1.0, excess / (excess + L))
+    seen = (t_df >= 1) & (t_df < total_df) & (rest_df >= 1) & (t_ss > 0) & ((rest_ss <= 0) | (f > crit))
+    r = np.where(seen, np.maximum(r, 0.0), 0.0)
+    uniq, inverse = np.unique(r, return_inverse=True)
+    return np.array([effective_tests(L, float(v), math.inf) for v in uniq])[inverse.ravel()]
 
 
 def _t(q: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -377,7 +397,8 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
         se = np.sqrt(within + between)
         df = eff if restart_df is None else np.where(
             between > 0, np.minimum(eff, _satterthwaite([(within, eff), (between + 0 * within, np.full(within.shape, restart_df))])), eff)
-        failed, passed = decide(mb - mc, se, bounds(nb, n, df), limit_log)
+        tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
+        failed, passed = decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
         unknown = ~failed & ~passed
         asks = unknown & (n < hi)
         outcome[open_ & failed.any(axis=1)] = 1
