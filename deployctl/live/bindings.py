@@ -26,6 +26,7 @@ from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
+from deployctl.promote.canary import ServerStart
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -129,6 +130,13 @@ class LiveStartup:
             return None
         lines = await read_startup(self.journal, state.invocation_id)
         return parse_lines(line.text for line in lines if not line.from_manager)
+
+    async def live_start(self, name: str) -> ServerStart | None:
+        """The active unit's start: its invocation and when it became active (ActiveEnterTimestamp)."""
+        state = await self.systemd.unit_state(name)
+        if not state.invocation_id or state.active_state != "active" or not state.active_enter_us:
+            return None
+        return ServerStart(state.invocation_id, state.active_enter_us / 1e6)
 
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
         from deployctl.startup.diff import diff_startups

@@ -18,6 +18,7 @@ from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
+from deployctl.promote.canary import ServerStart
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -63,6 +64,7 @@ class Preflight(Protocol):
 
 class Startup(Protocol):
     async def live_report(self, name: str) -> StartupReport | None: ...
+    async def live_start(self, name: str) -> ServerStart | None: ...  # the running unit's start (the canary)
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
 
 

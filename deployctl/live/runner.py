@@ -518,7 +518,8 @@ class Runner:
         rows = self.ledger.restart_pairs(deployment=self.plan.deployment, host=self.plan.host,
                                          bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
         metric = self.plan.policy.judge.metric
-        pairs = [pair for before, after in rows if (pair := restart_pair(before.bench, after.bench, metric, learned))]
+        pairs = [pair for row in rows
+                 if (pair := restart_pair(row.before.bench, row.after.bench, metric, learned, row.source))]
         return learn_restart(pairs)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int,

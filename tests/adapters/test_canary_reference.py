@@ -25,14 +25,15 @@ def test_the_stored_baseline_is_pinned_at_first_use_and_a_later_one_does_not_mov
                                      unit_hash="h2", who="test", previous_id=live_id)
         ledger.save_bench(other, "baseline", sweep({8: [1000.0, 1001.0]}), **key)
         live = ledger.get(live_id)
-        first, said = _reference(ledger, site, live, "0.5")
+        first, said, _, measured_at = _reference(ledger, site, live, "0.5")
         assert first is not None and first.levels[0].trials[0].output_tok_s == 1000.0
         assert "pinned as its reference" in said
+        assert measured_at == ledger.benches(other)[0].at  # when the baseline was measured, not when pinned
         # a later promote attempt measures the same (now degraded) unit again
         later = ledger.begin_release(deployment=site.name, kind="promote", unit_name=site.unit, unit_text="z",
                                      unit_hash="h3", who="test", previous_id=live_id)
         ledger.save_bench(later, "baseline", sweep({8: [700.0, 701.0]}), **key)
-        again, said = _reference(ledger, site, live, "0.5")
+        again, said, *_ = _reference(ledger, site, live, "0.5")
         assert again is not None and again.levels[0].trials[0].output_tok_s == 1000.0
         assert said == f"its pinned reference (release {live_id})"
         assert [b.role for b in ledger.benches(live_id)] == [REFERENCE]

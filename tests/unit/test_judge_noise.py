@@ -11,7 +11,7 @@ import pytest
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import (
     DEFAULT_RESTART_WEIGHT, RestartPair, aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn,
-    learn_from, learn_restart, plan_z, planned_trials, restart_pair,
+    ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART, learn_from, learn_restart, plan_z, planned_trials, restart_pair,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, pool,
@@ -185,6 +185,18 @@ def test_restart_noise_is_learned_from_pairs_with_the_default_weighing_in():
     assert moved.sigma == pytest.approx(math.sqrt(expected))
     assert learn_restart([RestartPair(0.0, 1.0, 1.0, 1)] * 30).sigma == 0.0  # never below zero
     assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 40).df == DEFAULT_RESTART_WEIGHT + MAX_PRIOR_DF
+
+
+
+def test_the_learned_restart_noise_says_what_measured_its_pairs():
+    verified, watched = RestartPair(0.01, 0.5, 1e-4, 1, ROLLBACK_VERIFICATION), RestartPair(0.0, 0.5, 1e-4, 1, WATCH_AFTER_RESTART)
+    assert learn_restart([verified, watched, verified]).source == (
+        "learned from 3 restart pair(s) of this host (2 rollback verifications, 1 canary watch after a restart), "
+        f"the default weighing as {DEFAULT_RESTART_WEIGHT}")
+    assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)]).source == (  # nothing said, nothing claimed
+        f"learned from 1 restart pair(s) of this host, the default weighing as {DEFAULT_RESTART_WEIGHT}")
+    before, after = sweep({1: [1000.0, 1020.0]}), sweep({1: [1050.0]})
+    assert restart_pair(before, after, "output_tok_s", {}, WATCH_AFTER_RESTART).source is WATCH_AFTER_RESTART
 
 
 def test_the_restart_noise_ledger_form_round_trips_and_rejects_nonsense():

@@ -19,6 +19,7 @@ from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import DEFAULT_RESTART_SIGMA
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
+from deployctl.promote.canary import ServerStart, WatchStart
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
 
 
@@ -182,6 +183,23 @@ async def test_the_restart_sigma_is_the_default_until_the_ledger_holds_the_unit_
     assert a.judge.restart.sigma > DEFAULT_RESTART_SIGMA
     said = next(d for d in out.state.done if d.startswith("baseline: "))
     assert "(learned from 1 restart pair(s) of this host" in said
+
+
+async def test_a_canary_watch_after_a_restart_is_a_restart_pair_the_noise_line_names(ledger):
+    p = plan()
+    key = dict(unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
+    live = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name, unit_text="x",
+                                unit_hash=p.known_good_hash, who="t", finished=True, live=True)
+    reference = ledger.save_bench(live, "reference", _apart(bench({1: 120, 64: 1500}, trials=2, spread=0.01)), **key)
+    measured = ledger.benches(live)[0].at
+    watch = ledger.save_bench(live, "watch", bench({1: 126, 64: 1575}), **key)  # 5 % faster on the next start
+    ledger.record(live, "canary", "note", "watch",
+                  WatchStart(ServerStart("second", measured + 1), watch, reference, measured).to_dict())
+    a = adapters()
+    out, _, _ = await _run(ledger, a, p=p)
+    assert a.judge.restart.df == DEFAULT_RESTART_WEIGHT + 1 and a.judge.restart.sigma > DEFAULT_RESTART_SIGMA
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert "(learned from 1 restart pair(s) of this host (1 canary watch after a restart)" in said
 
 
 async def test_preflight_errors_refuse_before_touching_anything(ledger):
@@ -467,8 +485,9 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     # The baseline and the verification are the unit on two server starts: a restart pair the next promote learns from.
     pairs = ledger.restart_pairs(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy),
                                  exclude_releases=())
-    assert [(x.role, y.role) for x, y in pairs] == [("baseline", "verify")]
-    learned = learn_restart([restart_pair(x.bench, y.bench, p.policy.judge.metric, {}) for x, y in pairs])
+    assert [(x.before.role, x.after.role) for x in pairs] == [("baseline", "verify")]
+    learned = learn_restart([restart_pair(x.before.bench, x.after.bench, p.policy.judge.metric, {}, x.source)
+                             for x in pairs])
     assert learned.source.startswith("learned from 1 restart pair(s)")
 
 
