@@ -87,12 +87,13 @@ class Cli:
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        """The verb in the background; its output goes to a file beside the state dir (a pipe nobody reads
-        could fill and stall it). ``stop_started`` ends what a failed test left running."""
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """The verb in the background (``env`` added to its environment); its output goes to a file beside
+        the state dir (a pipe nobody reads could fill and stall it). ``stop_started`` ends what a failed test
+        left running."""
         log = self.state_dir.parent / f"started-{len(self.started)}.log"
         with log.open("w") as out:
-            proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
+            proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env(), **(env or {})}, text=True,
                                     stdout=out, stderr=subprocess.STDOUT)
         proc.log_path = log  # type: ignore[attr-defined]  # what output() reads
         self.started.append(proc)
