@@ -184,8 +184,8 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
     if ev.judge is not None:
         lines.append(f"verdict: {ev.judge.outcome.value}")
     if ev.starts is not None:
-        lines.append(f"over two baseline starts (before the promote, after the rollback): {ev.starts.outcome.value}, "
-                     f"restart σ {100 * ev.starts.restart.sigma:.1f} % a start ({ev.starts.restart.source})")
+        # the reasons below say what decided it and the restart σ it allowed for
+        lines.append(f"verdict over two baseline starts (before the promote, after the rollback): {ev.starts.outcome.value}")
     if ev.output is not None:
         lines += verdict_lines(ev.output)
     lines += [f"  - {r}" for r in state.reasons]

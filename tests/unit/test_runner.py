@@ -14,13 +14,16 @@ from support.runner_fakes import (
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
+from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, learn_restart, restart_pair
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.stats import DEFAULT_RESTART_SIGMA
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.canary import ServerStart, WatchStart
+from deployctl.promote.decided import decided
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
+from deployctl.promote.report import outcome_json, outcome_lines
 
 
 @pytest.fixture
@@ -450,16 +453,10 @@ OVER_STARTS = ((1, 3), (64, 3))
 
 
 def _starts(outcome, reason):
-    from deployctl.judge.starts import StartsVerdict
-    from deployctl.judge.stats import RestartNoise
-
     return StartsVerdict(outcome, (reason,), RestartNoise(0.02, None, "guard"))
 
 
 async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baseline_starts(ledger):
-    from deployctl.judge.noise import learn_restart, restart_pair
-    from deployctl.promote.decided import decided
-
     p = plan()
     verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
     judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
@@ -476,6 +473,10 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     assert before is out.evidence.baseline and after is out.evidence.verify and cand is out.evidence.candidate
     assert judge.drift_asked == [(None, None)]
     assert "a restart offset of up to 6 % could explain it" in out.state.reasons
+    # the terminal report and --json say it
+    assert "verdict over two baseline starts (before the promote, after the rollback): INCONCLUSIVE" \
+        in outcome_lines(out)
+    assert outcome_json(out)["starts"]["outcome"] == "INCONCLUSIVE" and outcome_json(out)["verdict"] == "FAIL"
     assert out.state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain")
     release = ledger.get(out.release_id)
     assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over two baseline starts)"

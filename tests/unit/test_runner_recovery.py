@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 from support.promote import bench, memory_ledger, plan
-from support.runner_fakes import FakeBench, FakeUnits, adapters
+from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 
+from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import RestartNoise
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import StartOutcome
@@ -92,11 +95,6 @@ async def test_a_release_that_had_ended_in_rollback_failed_is_not_called_unchang
 
 
 async def test_death_during_the_verification_over_two_starts_measures_and_decides_it_again(ledger):
-    from deployctl.judge.outcome import Outcome
-    from deployctl.judge.starts import StartsVerdict
-    from deployctl.judge.stats import RestartNoise
-    from support.runner_fakes import FakeJudge
-
     plan_ = ((1, 2),)
     _, rid = _dead_promote(ledger, m.Phase.VERIFY, result=m.Result.REJECTED)
     ledger.save_state(rid, m.State(phase=m.Phase.VERIFY, result=m.Result.REJECTED, over_starts=plan_).to_dict())
