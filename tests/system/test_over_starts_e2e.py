@@ -1,9 +1,9 @@
-"""A FAIL a slow server start could explain, decided over two baseline starts, end to end on the real
-sandboxed systemd and the simulator (deployctl.judge.starts, the runner's verification).
+"""A FAIL a slow server start could explain, decided over server starts (the candidate's second start, the
+rollback's verification), end to end on the real sandboxed systemd and the simulator (deployctl.judge.starts).
 
 One deployment (the demo's GLM-5 on the fast simulator, the small policy of support/promote_world) with a
-2 % limit: a 4.5 % slower server start is then a stage-1 FAIL at the small default restart σ (or, on a loaded
-host, an INCONCLUSIVE), but not one that survives the 2 % restart guard. Every test starts from its own ledger with the baseline installed and healthy.
+1.5 % limit: a 4.5 % slower server start is then a stage-1 FAIL or INCONCLUSIVE, never one that survives the
+2 % restart guard. Every test starts from its own ledger with the baseline installed and healthy.
 """
 
 from __future__ import annotations
@@ -27,16 +27,20 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 DEP = "glm5-sim"
 PROFILES = {"regressed": {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.75"}}}
-# A 2 % limit and a strict false-fail rate: a start 4.5 % slower is beyond the limit yet well inside what a
-# 2 % restart offset a start explains over two baseline starts (≈ 7 % at this rate), on a quiet host or a
-# loaded one; three trials at most keep the stage-1 INCONCLUSIVE a loaded host may give short.
-JUDGE = {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 2, "false_fail": 0.001}
+# A 1.5 % limit: a start 4.5 % slower is well beyond it, and three times it beyond twice it (stage 1 does not
+# pass it). A false-fail rate of 1 in 10 000: this host shares two cores with other work, and one trial under
+# a load spike reads 15 % slow (measured: C=8 on the candidate's second start, 4122 against 4990 tok/s);
+# only a robust FAIL or one over the starts rejects, never such a spike. Three trials at most keep stage 1
+# short (its INCONCLUSIVE is decided over the starts too).
+JUDGE = {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 1.5, "false_fail": 0.0001}
 
 
 @pytest.fixture(scope="module")
 def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("over-starts")
-    data = one_deployment(DEP, PROFILES, {"bench": TWO_WAVES_POLICY["bench"], "judge": JUDGE})
+    # The dead-man's check (every 30 s by default) must not recover the promote a test kills before the test's
+    # own next command does (a loaded host takes that long to reach the candidate's second start).
+    data = one_deployment(DEP, PROFILES, {"bench": TWO_WAVES_POLICY["bench"], "judge": JUDGE, "dead_man_check_s": 600})
     yield from one_deployment_site(sandbox, root, data, DEP)
 
 
