@@ -64,8 +64,8 @@ from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
-    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SWEEP_SHARE, TEST_SHARE, VERIFICATION_TRIALS, judge_over_starts,
-    over_starts_needed,
+    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SWEEP_SHARE, TEST_SHARE, judge_over_starts, over_starts_needed,
+    verification_plan,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
@@ -348,11 +348,12 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     shock_b = _trial_effect(base, nb)
     outcome, used = _sequential(mb, ssb, nb, shock_b, cand, prior, prior_df, restart, restart_df, policy,
                                 limit_log, bounds)
+    k = verification_plan(policy, _result(levels, [[1.0]] * L))[levels[0]]
     outcome, over, verify, again = _over_starts(rng, model, sigma, outcome, used, base, nb, cand, shift, prior,
-                                                prior_df, history, policy, limit_log, c2)
+                                                prior_df, history, policy, limit_log, bounds, k, c2)
     compared = [i for i in range(min(check, runs))
                 if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)
-                and not any(outlier_indices(list(v)) for x in (verify, again) if x is not None for v in x[i])]
+                and not any(outlier_indices(list(np.exp(v))) for x in (verify, again) if x is not None for v in x[i])]
     mismatches = 0
     for i in compared:
         real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), np.exp(verify[i]),
@@ -369,7 +370,7 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
         inconclusive=float(np.mean(outcome == 3)), base_trials=float(cost_base.mean() / L),
         cand_trials=float(used.mean()), at_min=float(np.mean((used == lo).all(axis=1))),
         fallback=float(np.mean(~agree)) if reused else 0.0, over_starts=float(over.mean()),
-        verify_trials=float(over.mean() * VERIFICATION_TRIALS * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
+        verify_trials=float(over.mean() * k * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
         mismatches=mismatches, compared=len(compared), compared_over=int(over[compared].sum()),
     )
 
@@ -390,15 +391,8 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
             return outcome, n
         mc = np.choose(n - lo, [stats[k][0] for k in range(lo, hi + 1)])
         ssc = np.choose(n - lo, [stats[k][1] for k in range(lo, hi + 1)])
-        t_c = _trial_effect(cand, n)
-        shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
-        use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
-        within = use_ss / use_df * (1 / nb + 1 / n)
-        se = np.sqrt(within + between)
-        df = eff if restart_df is None else np.where(
-            between > 0, np.minimum(eff, _satterthwaite([(within, eff), (between + 0 * within, np.full(within.shape, restart_df))])), eff)
-        tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
-        failed, passed = decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
+        failed, passed = _look(mb, ssb, nb, shock_b, cand, n, mc, ssc, prior, prior_df, between, restart_df,
+                               limit_log, bounds)
         unknown = ~failed & ~passed
         asks = unknown & (n < hi)
         outcome[open_ & failed.any(axis=1)] = 1
@@ -406,6 +400,22 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
         outcome[still & ~unknown.any(axis=1)] = 2
         outcome[still & unknown.any(axis=1) & ~asks.any(axis=1)] = 3
         n = n + (asks & (outcome == 0)[:, None])
+
+
+def _look(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray], cand: np.ndarray,
+          n: np.ndarray, mc: np.ndarray, ssc: np.ndarray, prior: np.ndarray | None, prior_df: int,
+          between: np.ndarray, restart_df: int | None, limit_log: float,
+          bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
+    """One look of ``judge()`` at ``n[run, level]`` candidate trials (mean ``mc``, spread ``ssc``): (failed, passed)."""
+    t_c = _trial_effect(cand, n)
+    shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
+    use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
+    within = use_ss / use_df * (1 / nb + 1 / n)
+    se = np.sqrt(within + between)
+    df = eff if restart_df is None else np.where(
+        between > 0, np.minimum(eff, _satterthwaite([(within, eff), (between + 0 * within, np.full(within.shape, restart_df))])), eff)
+    tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
+    return decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
 
 
 def _in_force(history: Learned | None, runs: int, excess: np.ndarray | None = None, count: int = 0) -> np.ndarray:
@@ -478,20 +488,26 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
 
 def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
                  base: np.ndarray, nb: np.ndarray, cand: np.ndarray, shift: np.ndarray, prior: np.ndarray | None,
-                 prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float,
-                 c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+                 prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries,
+                 k: int, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
 
-    A FAIL the test fails already on one start a side with the guard (``_in_force``) is robust; any other
+    A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
+    variance is robust; any other
     FAIL and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
-    restored baseline on its new start (B2), ``VERIFICATION_TRIALS`` a level each with its own restart
+    restored baseline on its new start (B2), ``k`` trials a level (``verification_plan``) each with its own restart
     offset, and ``judge_over_starts`` decides: FAIL or INCONCLUSIVE. Returns (the final outcome code, which
     runs were decided over starts, the verification B2, the candidate's second start C2 or None).
     """
     runs, L = nb.shape
-    robust = _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy, limit_log, pairs=False)
+    mb, ssb = _within(base, nb)
+    mc, ssc = _within(cand, used)
+    guard = _in_force(history, runs)
+    judged, _ = _look(mb, ssb, nb, _trial_effect(base, nb), cand, used, mc, ssc, prior, prior_df,
+                      2 * guard[:, None] ** 2, None, limit_log, bounds)
+    robust = judged.any(axis=1) | _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy,
+                                               limit_log, pairs=False)
     over = (outcome == 3) | ((outcome == 1) & ~robust)
-    k = VERIFICATION_TRIALS
     nv = np.full((runs, L), k)
     verify = model.trials(rng, sigma, (runs, L, k))  # the restored baseline on its new start
     again = model.trials(rng, sigma, (runs, L, k)) + shift if c2 else None  # the candidate restarted in place
