@@ -37,9 +37,9 @@ from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, mean_estimate
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
-    DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, pool, t_quantile,
+    DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
 )
-from deployctl.judge.verdict import METRICS, Verdict, format_interval, format_pct, judge, judgeable_by_trial
+from deployctl.judge.verdict import METRICS, Verdict, format_interval, format_pct, judgeable_by_trial
 
 # The restart σ a start a FAIL must survive while the host has not learned its own: the top of the range
 # issue #26 targets (real SGLang hosts move 0.5–2 % a restart).
@@ -50,11 +50,11 @@ RESTART_GUARD = 0.02
 # (``RESTART_BOUND``): the learned estimate is shrunk towards the 0.5 % default and low by chance half
 # the time, and a FAIL judged on a σ_r that came out low fails unchanged candidates.
 MIN_RESTART_PAIRS = 8
-RESTART_BOUND = 0.8
+RESTART_BOUND = 0.95
 
 # Trials a level of the verification on the new start: its within-run part is averaged over the levels
 # and the restart part does not shrink with trials, so a few suffice (benchmarks/judge_calibration.py).
-VERIFICATION_TRIALS = 2
+VERIFICATION_TRIALS = 1
 
 
 @dataclass(frozen=True)
@@ -90,25 +90,39 @@ def restart_in_force(restart: RestartNoise | None, pooled: tuple[float, int] = (
         sigma2 = max(0.0, (weight * sigma2 + excess) / (weight + added))
         weight += added
     pairs = weight - DEFAULT_RESTART_WEIGHT
-    here = " (this promote's own baseline starts included)" if added else ""
+    point = math.sqrt(sigma2)
+    here = " (this promote's own starts included)" if added else ""
     if pairs >= MIN_RESTART_PAIRS:
-        bound = math.sqrt(sigma2 * weight / float(chdtri(weight, RESTART_BOUND)))
-        return RestartNoise(bound, None, f"learned from {pairs} restart pair(s) of this host{here}: "
-                                         f"{100 * math.sqrt(sigma2):.1f} %, its {100 * RESTART_BOUND:g} % upper bound")
-    if math.sqrt(sigma2) > RESTART_GUARD:
-        return RestartNoise(math.sqrt(sigma2), None, f"learned from {pairs} restart pair(s) of this host{here}, "
-                                                     f"above the {100 * RESTART_GUARD:g} % guard")
+        # The bound's df are the pairs, not the default's weight: that weight is a prior, not data.
+        bound = math.sqrt(sigma2 * pairs / float(chdtri(pairs, RESTART_BOUND)))
+        if bound < RESTART_GUARD:
+            return RestartNoise(bound, None, f"learned from {pairs} restart pair(s) of this host{here}: "
+                                             f"{100 * point:.1f} %, its {100 * RESTART_BOUND:g} % upper bound")
+    if point > RESTART_GUARD:
+        return RestartNoise(point, None, f"learned from {pairs} restart pair(s) of this host{here}, "
+                                         f"above the {100 * RESTART_GUARD:g} % guard")
     return RestartNoise(RESTART_GUARD, None, f"guard: this host has {pairs} restart pair(s){here}, "
-                                             f"{MIN_RESTART_PAIRS} needed to use its own")
+                                             + (f"{MIN_RESTART_PAIRS} needed to use its own" if pairs < MIN_RESTART_PAIRS
+                                                else "too few to show its restarts move less"))
+
+
+# An unchanged candidate is failed over starts when stage 1's FAIL is robust or when the test on two
+# starts a side fails: two chances, each spending this share of ``policy.false_fail`` (the two are
+# positively correlated — both move with the candidate's first start — so the sum bounds the union).
+TEST_SHARE = 1.0
+# Of one test's rate, the share of the sweep-level test (a regression at every level); the rest is split
+# evenly over the levels' own tests (a regression at one level), Bonferroni: the restart part makes the
+# levels' tests highly correlated, so Bonferroni is conservative there but never wrong.
+SWEEP_SHARE = 0.8
 
 
 def over_starts_needed(verdict: Verdict, baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy,
                        noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> bool:
     """FAIL not robust to the guard, or a final INCONCLUSIVE: decide over two baseline starts.
 
-    A FAIL is robust when ``judge`` still fails the same trials with ``restart_in_force`` in the variance:
-    −30 % or −87 % regressions are, and go on as before. A verdict still asking for trials, a PASS and an
-    INVALID are not decided over starts.
+    A FAIL is robust when the test ``judge_over_starts`` makes fails it already on its one start a side,
+    with ``restart_in_force`` (``2·σ_r²``) in the variance: −30 % or −87 % regressions are, and go on as
+    before. A verdict still asking for trials, a PASS and an INVALID are not decided over starts.
     """
     if not verdict.final:
         return False
@@ -116,116 +130,175 @@ def over_starts_needed(verdict: Verdict, baseline: BenchResult, candidate: Bench
         return True
     if verdict.outcome is not Outcome.FAIL:
         return False
-    return judge(baseline, candidate, policy, noise, restart_in_force(restart)).outcome is not Outcome.FAIL
+    test = _compare([baseline], [candidate], policy, noise, restart, pairs=False)
+    return not isinstance(test, _Test) or not test.failed
 
 
 def verification_plan(policy: JudgePolicy, baseline: BenchResult) -> dict[int, int]:
-    """Levels → trials the rollback's verification measures when over_starts_needed (every critical level)."""
+    """Levels → trials the rollback's verification measures when over_starts_needed (every critical level).
+
+    The same plan measures the candidate's second start (C2) before the rollback."""
     return {lv.concurrency: VERIFICATION_TRIALS for lv in baseline.levels
             if policy.rule_for(lv.concurrency).role == "critical"}
 
 
+def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult | Sequence[BenchResult],
+                      policy: JudgePolicy, noise: Mapping[int, NoiseEstimate] | None,
+                      restart: RestartNoise | None) -> StartsVerdict:
+    """baselines: [B1 (before), B2 (the verification after the rollback)]; candidate: C1, or [C1, C2] when the
+    candidate was restarted in place before the rollback and measured again (``verification_plan``).
+
+    Per critical level measured on every start, the candidate starts' mean log minus the baseline starts'
+    mean, with a variance of ``σ_r²·(1/baseline starts + 1/candidate starts)`` (``restart_in_force``, this
+    promote's own pairs of starts pooled in) plus the within-run part (the trials' spread pooled over the
+    starts and levels with the learned σ). Tested one-sided on the sweep (the mean over the levels; when
+    the levels share a per-trial shock, its within part is the per-trial effect's mean square, with its
+    df) and on each level; FAIL needs the regression significant and the estimate beyond the limit.
+    """
+    if len(baselines) < 2:
+        raise ValueError("deciding over starts needs the baseline measured on two server starts")
+    candidates = [candidate] if isinstance(candidate, BenchResult) else list(candidate)
+    test = _compare(baselines, candidates, policy, noise, restart, pairs=True)
+    if not isinstance(test, _Test):
+        return StartsVerdict(Outcome.INCONCLUSIVE, (f"INCONCLUSIVE over server starts: {test}",),
+                             restart_in_force(restart))
+    on = f"the baseline on {len(baselines)} server starts" + (
+        f", the candidate on {len(candidates)}" if len(candidates) > 1 else "")
+    sweep, sigma = test.sweep, 100 * test.restart.sigma
+    what = f"{sweep.name} {format_interval(sweep.interval)} against {on}, limit {sweep.limit}"
+    if test.failed:
+        decided = sweep if sweep.failed else next(c for c in test.levels if c.failed)
+        head = (f"FAIL over server starts: {decided.name} {format_interval(decided.interval)} against {on}, limit "
+                f"{decided.limit}: regressed beyond the limit even allowing a restart offset of {sigma:.1f} % a start")
+    elif any(c.beyond for c in (sweep, *test.levels)):
+        head = (f"INCONCLUSIVE over server starts: {what}: a restart offset of up to {sigma:.1f} % a start could "
+                "explain it; the host learns its own from rollbacks like this one")
+    else:
+        head = (f"INCONCLUSIVE over server starts: {what}: not beyond the limit on {len(baselines)} baseline "
+                "starts; the candidate was rolled back before, so it is not kept")
+    lines = [f"{c.name}: {format_interval(c.interval)}, limit {c.limit}" + (": regressed beyond the limit" if c.failed else "")
+             for c in test.levels if len(test.levels) > 1]
+    return StartsVerdict(Outcome.FAIL if test.failed else Outcome.INCONCLUSIVE,
+                         (head, f"restart σ {sigma:.1f} % a start: {test.restart.source}", *lines, test.between),
+                         test.restart, sweep.interval)
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """The candidate starts against the baseline starts on the sweep or at one level."""
+
+    name: str  # "the sweep's mean change" or "C=64"
+    interval: ChangeInterval
+    limit: str  # in the operator's words: "−5 %"
+    beyond: bool  # the estimate is beyond the limit
+    failed: bool  # … and significantly a regression
+
+
+@dataclass(frozen=True)
+class _Test:
+    restart: RestartNoise
+    sweep: _Comparison
+    levels: tuple[_Comparison, ...]
+    between: str  # how far apart the starts of each side are, in the operator's words
+
+    @property
+    def failed(self) -> bool:
+        return self.sweep.failed or any(c.failed for c in self.levels)
+
+
 @dataclass(frozen=True)
 class _Start:
-    """One server start's judgeable log values at the compared levels, by level and trial number."""
+    """One server start's judgeable log values, by level and trial number."""
 
     logs: dict[int, dict[int, float]]
 
     def mean(self, c: int) -> float:
         return sum(self.logs[c].values()) / len(self.logs[c])
 
+    def sweep_mean(self) -> float:
+        return sum(self.mean(c) for c in self.logs) / len(self.logs)
+
     def spread(self) -> Spread:
         ss, df = 0.0, 0
-        for values in self.logs.values():
-            m = sum(values.values()) / len(values)
+        for c, values in self.logs.items():
+            m = self.mean(c)
             ss += sum((x - m) ** 2 for x in values.values())
             df += len(values) - 1
         return Spread(ss, df)
 
 
-def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult, policy: JudgePolicy,
-                      noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict:
-    """baselines: [B1 (before), B2 (the verification after the rollback)].
-
-    The sweep's mean log change, candidate minus the mean of the baseline starts, over the critical levels
-    every start measured, tested one-sided at ``policy.false_fail`` against a standard error with the
-    restart part ``σ_r²·(1/starts + 1)`` (``restart_in_force``, this promote's baseline starts pooled in)
-    and the within-run part (the trials' spread pooled over starts and levels with the learned σ; when the
-    levels share a per-trial shock, the per-trial effect's mean square, with its df). FAIL needs the
-    regression significant and the estimate beyond the limit (the mean of the levels' limits).
-    """
-    if len(baselines) < 2:
-        raise ValueError("deciding over starts needs the baseline measured on two server starts")
+def _compare(baselines: Sequence[BenchResult], candidates: Sequence[BenchResult], policy: JudgePolicy,
+             noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None, pairs: bool) -> _Test | str:
+    """The test on the given starts, or why there is none. ``pairs``: pool each side's starts into σ_r."""
     metric = METRICS[policy.metric]
     critical = [lv.concurrency for lv in baselines[0].levels if policy.rule_for(lv.concurrency).role == "critical"]
-    sides = [_start(b, critical, policy.metric) for b in baselines]
-    cand = _start(candidate, critical, policy.metric)
-    levels = [c for c in critical if all(c in s.logs for s in (*sides, cand))]
+    parsed = [[_start(r, critical, policy.metric) for r in side] for side in (baselines, candidates)]
+    levels = [c for c in critical if all(c in s.logs for side in parsed for s in side)]
     if not levels:
-        guard = restart_in_force(restart)
-        return StartsVerdict(Outcome.INCONCLUSIVE, (
-            "INCONCLUSIVE over server starts: no critical level has valid trials on every start to compare",),
-            guard)
-    sides = [_Start({c: s.logs[c] for c in levels}) for s in sides]
-    cand = _Start({c: cand.logs[c] for c in levels})
-    L = len(levels)
-    # Within-run variance of one trial of one level (or, when the levels move together, of a trial's mean
-    # over the levels times L): what the start means' averages carry besides the restart offsets.
-    total = sum((s.spread() for s in (*sides, cand)), Spread(0.0, 0))
+        return "no critical level has valid trials on every start to compare"
+    base, cand = ([_Start({c: s.logs[c] for c in levels}) for s in side] for side in parsed)
+    starts = (*base, *cand)
+    L, kb, kc = len(levels), len(base), len(cand)
+    total = sum((s.spread() for s in starts), Spread(0.0, 0))
     pooled = pool(mean_estimate(noise or {}, levels), total.ss, total.df)
-    shock = trial_effect([s.logs for s in (*sides, cand)])
-    if 1 <= shock.df < total.df and shares_shock(shock, Spread(max(0.0, total.ss - shock.ss), total.df - shock.df)):
-        variance, df = shock.ss / shock.df, float(shock.df)
-    elif pooled is not None:
-        variance, df = pooled.sigma ** 2, float(pooled.df)
-    else:
-        return StartsVerdict(Outcome.INCONCLUSIVE, (
-            "INCONCLUSIVE over server starts: one trial a start at every level gives no estimate of the noise",),
-            restart_in_force(restart))
-    # B1, B2 (…) as a restart pair: the spread of the baseline starts' sweep means beyond what the trials
-    # explain, folded into the host's σ_r.
-    means = [sum(s.mean(c) for c in levels) / L for s in sides]
-    trial_parts = [variance / L ** 2 * sum(1 / len(s.logs[c]) for c in levels) for s in sides]
-    centre = sum(means) / len(means)
-    k = len(sides)
-    excess = sum((m - centre) ** 2 for m in means) - (k - 1) / k * sum(trial_parts)
-    in_force = restart_in_force(restart, (excess, k - 1))
-    d = sum(cand.mean(c) - sum(s.mean(c) for s in sides) / k for c in levels) / L
-    within = variance / L ** 2 * sum(1 / len(cand.logs[c]) + sum(1 / len(s.logs[c]) for s in sides) / k ** 2
-                                     for c in levels)
-    se = math.sqrt(within + in_force.sigma ** 2 * (1 / k + 1))
+    if pooled is None:
+        return "one trial a start at every level gives no estimate of the noise"
+    # A level's trial varies by the pooled σ; the sweep's mean by that over L — or, when the levels share a
+    # per-trial shock, by the per-trial effect's mean square over L, and both then have the trials' df.
+    shock = trial_effect([s.logs for s in starts])
+    shared = 1 <= shock.df < total.df and shares_shock(shock, Spread(max(0.0, total.ss - shock.ss),
+                                                                      total.df - shock.df))
+    level_var, sweep_var = pooled.sigma ** 2, shock.ss / shock.df if shared else pooled.sigma ** 2
+    df = float(shock.df if shared else pooled.df)
+    excess, count = 0.0, 0
+    if pairs:  # each side's starts are restart pairs of one unit: their sweep means' spread beyond the trials'
+        for side in (base, cand):
+            if len(side) > 1:
+                means = [s.sweep_mean() for s in side]
+                centre = sum(means) / len(means)
+                trials = sum(sweep_var / L ** 2 * sum(1 / len(s.logs[c]) for c in levels) for s in side)
+                excess += sum((m - centre) ** 2 for m in means) - (len(side) - 1) / len(side) * trials
+                count += len(side) - 1
+    in_force = restart_in_force(restart, (excess, count))
+    between = in_force.sigma ** 2 * (1 / kb + 1 / kc)
     sign = 1 if metric.higher_is_better else -1
-    regression = -sign * d
-    limits = [policy.rule_for(c).limit_pct or policy.limit_pct for c in levels]
-    limit_log = sum(-math.log1p(-min(x, 99.0) / 100) if sign > 0 else math.log1p(x / 100) for x in limits) / L
-    failed = regression > t_quantile(1 - policy.false_fail, df) * se and regression > limit_log
-    half = t_quantile(1 - (1 - policy.confidence) / 2, df) * se
-    interval = ChangeInterval(
-        change=math.expm1(d), low=math.expm1(d - half), high=math.expm1(d + half), confidence=policy.confidence,
-        n_baseline=sum(len(s.logs[c]) for s in sides for c in levels), n_candidate=sum(len(v) for v in cand.logs.values()),
-        df=df, test=f"t on the sweep's mean log change over {k} baseline starts, df={df:g}; restart σ "
-                    f"{100 * in_force.sigma:.1f} % a start ({in_force.source})",
-        log_change=d, se=se, sigma=math.sqrt(variance), restart_sigma=in_force.sigma,
-    )
-    limit_text = f"{'−' if sign > 0 else '+'}{100 * abs(math.expm1(-sign * limit_log)):.3g} %"
-    what = (f"the sweep's mean change {format_interval(interval)} against the baseline on {k} server starts, "
-            f"limit {limit_text}")
-    if failed:
-        head = (f"FAIL over server starts: {what}: regressed beyond the limit even allowing a restart offset of "
-                f"{100 * in_force.sigma:.1f} % a start")
-    elif regression > limit_log:
-        head = (f"INCONCLUSIVE over server starts: {what}: a restart offset of up to {100 * in_force.sigma:.1f} % "
-                "a start could explain it; the host learns its own from rollbacks like this one")
-    else:
-        head = (f"INCONCLUSIVE over server starts: {what}: not beyond the limit measured over {k} baseline starts; "
-                "the candidate was rolled back before, so it is not kept")
-    lines = [f"C={c}: candidate {format_pct(math.expm1(cand.mean(c) - sum(s.mean(c) for s in sides) / k))} against "
-             f"the mean of {k} baseline starts (" + ", ".join(
-                 f"start {i}: {format_pct(math.expm1(s.mean(c) - sides[0].mean(c)))}" for i, s in enumerate(sides[1:], 2))
-             + " from start 1)" for c in levels]
-    return StartsVerdict(Outcome.FAIL if failed else Outcome.INCONCLUSIVE,
-                         (head, f"restart σ {100 * in_force.sigma:.1f} % a start: {in_force.source}", *lines),
-                         in_force, interval)
+    alpha = policy.false_fail * TEST_SHARE
+
+    def compare(name: str, d: float, within: float, limit_log: float, rate: float) -> _Comparison:
+        se = math.sqrt(within + between)
+        # The restart part is taken as known (the guard, or a learned σ_r's upper bound): the df of the sum
+        # are the within part's, Welch–Satterthwaite — with the restart part dominating, far more than the
+        # within part's own few (a trial effect's 3 df made a −10 % regression over starts INCONCLUSIVE).
+        eff = effective_df([(within, df), (between, None)])
+        regression = -sign * d
+        half = t_quantile(1 - (1 - policy.confidence) / 2, eff) * se
+        interval = ChangeInterval(
+            change=math.expm1(d), low=math.expm1(d - half), high=math.expm1(d + half), confidence=policy.confidence,
+            n_baseline=kb, n_candidate=kc, df=eff, test=f"t over {kb} + {kc} server starts, df={_df_text(eff)}, "
+            f"one-sided at {rate:.2g}; restart σ {100 * in_force.sigma:.1f} % a start", log_change=d, se=se,
+            sigma=math.sqrt(level_var), restart_sigma=in_force.sigma)
+        limit = f"{'−' if sign > 0 else '+'}{100 * abs(math.expm1(-sign * limit_log)):.3g} %"
+        beyond = regression > limit_log
+        return _Comparison(name, interval, limit, beyond, beyond and regression > t_quantile(1 - rate, eff) * se)
+
+    def limit_log(c: int) -> float:
+        pct = policy.rule_for(c).limit_pct or policy.limit_pct
+        return -math.log1p(-min(pct, 99.0) / 100) if sign > 0 else math.log1p(pct / 100)
+
+    diffs = {c: sum(s.mean(c) for s in cand) / kc - sum(s.mean(c) for s in base) / kb for c in levels}
+    weights = {c: sum(1 / len(s.logs[c]) for s in cand) / kc ** 2 + sum(1 / len(s.logs[c]) for s in base) / kb ** 2
+               for c in levels}
+    one = L == 1
+    sweep = compare(f"C={levels[0]}" if one else "the sweep's mean change", sum(diffs.values()) / L,
+                    sweep_var / L ** 2 * sum(weights.values()), sum(limit_log(c) for c in levels) / L,
+                    alpha if one else alpha * SWEEP_SHARE)
+    tests = () if one else tuple(
+        compare(f"C={c}", diffs[c], level_var * weights[c], limit_log(c), alpha * (1 - SWEEP_SHARE) / L)
+        for c in levels)
+    apart = "; ".join(f"{label} " + ", ".join(
+        f"start {i} {format_pct(math.expm1(s.sweep_mean() - side[0].sweep_mean()))}" for i, s in enumerate(side[1:], 2))
+        + " from start 1" for label, side in (("baseline", base), ("candidate", cand)) if len(side) > 1)
+    return _Test(in_force, sweep, tests, f"between the starts (sweep means): {apart}" if apart else "")
 
 
 def _start(result: BenchResult, levels: Sequence[int], metric: str) -> _Start:
@@ -235,3 +308,7 @@ def _start(result: BenchResult, levels: Sequence[int], metric: str) -> _Start:
         if values:
             logs[c] = {k: math.log(v) for k, v in values.items()}
     return _Start(logs)
+
+
+def _df_text(df: float) -> str:
+    return "∞" if math.isinf(df) else f"{df:.1f}".removesuffix(".0")

@@ -8,8 +8,9 @@ from support.sweeps import sweep
 from deployctl.adapters.ledger import Ledger
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
-from deployctl.live.canary import REFERENCE, _reference
+from deployctl.live.canary import REFERENCE, WATCH, _noted_start, _reference
 from deployctl.live.site import make_site
+from deployctl.promote.canary import ServerStart, WatchStart
 from deployctl.promote.evidence import bench_key
 
 
@@ -37,3 +38,15 @@ def test_the_stored_baseline_is_pinned_at_first_use_and_a_later_one_does_not_mov
         assert again is not None and again.levels[0].trials[0].output_tok_s == 1000.0
         assert said == f"its pinned reference (release {live_id})"
         assert [b.role for b in ledger.benches(live_id)] == [REFERENCE]
+
+
+def test_a_reference_measured_by_a_watch_names_the_start_that_watch_noted(tmp_path):
+    with Ledger.open(tmp_path) as ledger:
+        live = ledger.get(ledger.begin_release(deployment="glm5", kind="adopted", unit_name="u.service",
+                                               unit_text="x", unit_hash="h1", who="test", finished=True, live=True))
+        first = ledger.save_bench(live.id, WATCH, sweep({8: [1000.0, 1001.0]}), unit_hash="h1", bench_key="k")
+        start = ServerStart("invocation-1", 100.0)
+        ledger.record(live.id, "canary", "note", WATCH, WatchStart(start, first, None, None).to_dict())
+        unnoted = ledger.save_bench(live.id, "candidate", sweep({8: [1000.0]}), unit_hash="h1", bench_key="k")
+        assert _noted_start(ledger, live, first) == start
+        assert _noted_start(ledger, live, unnoted) is None and _noted_start(ledger, live, None) is None

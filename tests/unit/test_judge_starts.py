@@ -60,7 +60,8 @@ def test_a_regression_of_twenty_percent_fails_over_starts():
     assert over.reasons[0].startswith("FAIL over server starts: the sweep's mean change −20.")
     assert "regressed beyond the limit even allowing a restart offset of 2.0 % a start" in over.reasons[0]
     assert over.interval is not None and over.interval.high < -0.05
-    assert [line.split(":")[0] for line in over.reasons[2:]] == [f"C={c}" for c in LEVELS]
+    assert [line.split(":")[0] for line in over.reasons[2:-1]] == [f"C={c}" for c in LEVELS]
+    assert over.reasons[-1] == "between the starts (sweep means): baseline start 2 +0.8 % from start 1"
     data = json.loads(json.dumps(over.to_dict()))
     assert data["outcome"] == "FAIL" and data["restart"]["sigma"] == RESTART_GUARD
 
@@ -99,14 +100,14 @@ def test_a_learned_restart_sigma_replaces_the_guard_only_with_enough_pairs():
 
 
 def test_a_host_that_learned_small_restarts_keeps_its_fail_without_a_second_start():
-    c1 = start(0.92, [1001.0, 994.0, 1006.0])
+    c1 = start(0.94, [1001.0, 994.0, 1006.0])
     verdict = judge(B1, c1, POLICY, restart=learned(0.002, 12))
     assert verdict.outcome is Outcome.FAIL
     assert over_starts_needed(verdict, B1, c1, POLICY, None, None)  # a brand-new host: the guard
     assert not over_starts_needed(verdict, B1, c1, POLICY, None, learned(0.002, 12))
     over = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], c1, POLICY, None, learned(0.002, 12))
     assert over.outcome is Outcome.FAIL
-    assert "learned from 13 restart pair(s) of this host (this promote's own baseline starts included)" \
+    assert "learned from 13 restart pair(s) of this host (this promote's own starts included)" \
         in over.reasons[1]
 
 
@@ -119,14 +120,19 @@ def test_the_two_baseline_starts_are_a_restart_pair_pooled_into_the_learned_sigm
     apart = judge_over_starts([B1, start(1.06, [1003.0, 997.0])], c1, POLICY, None, host)
     # 6 % between the two baseline starts: the host's restarts move more than it had learned.
     assert apart.restart.sigma > 2 * close.restart.sigma
-    assert apart.reasons[2].endswith("(start 2: +5.8 % from start 1)")
+    assert apart.reasons[-1] == "between the starts (sweep means): baseline start 2 +5.8 % from start 1"
 
 
 def test_levels_that_move_together_count_as_one_trial_each():
+    # A host that learned tiny restart offsets: the within-run part decides, with the df it has.
+    host = learned(0.001, 20)
     shocks = [1.0, 1.03, 0.98]
     moved = sweep({c: [1000.0 * s * (1 + 0.001 * i) for i, s in enumerate(shocks)] for c in LEVELS})
-    over = judge_over_starts([moved, start(1.0, [1030.0, 985.0])], start(0.9, [1000.0, 1025.0]), POLICY, None, None)
-    assert over.interval is not None and over.interval.df == pytest.approx(4)  # the trials' df a start (2 + 1 + 1), not 5 levels'
+    over = judge_over_starts([moved, start(1.0, [1030.0, 985.0])], start(0.9, [1000.0, 1025.0]), POLICY, None, host)
+    assert over.interval is not None and over.interval.df < 5  # the trials' df a start (2 + 1 + 1), not 5 levels'
+    apart = judge_over_starts([start(1.0, shocks), start(1.0, [1030.0, 985.0])], start(0.9, [1000.0, 1025.0]),
+                              POLICY, None, host)
+    assert apart.interval is not None and apart.interval.df > 15
 
 
 def test_the_verification_measures_every_critical_level():
@@ -141,3 +147,22 @@ def test_one_baseline_start_or_no_common_level_cannot_decide():
     over = judge_over_starts([B1, elsewhere], B1, POLICY, None, None)
     assert over.outcome is Outcome.INCONCLUSIVE and "no critical level" in over.reasons[0]
     assert math.isclose(over.restart.sigma, RESTART_GUARD)
+
+
+def test_a_second_candidate_start_halves_the_restart_part_on_the_candidate_side():
+    c1, c2 = start(0.90, [1001.0, 994.0, 1006.0]), start(0.93, [1000.0, 1004.0])
+    b2 = start(1.01, [1003.0, 997.0])
+    one = judge_over_starts([B1, b2], c1, POLICY, None, None)
+    two = judge_over_starts([B1, b2], [c1, c2], POLICY, None, None)
+    assert two.interval.se < one.interval.se  # σ_r²·(1/2 + 1/2) instead of σ_r²·(1/2 + 1)
+    assert "against the baseline on 2 server starts, the candidate on 2" in two.reasons[0]
+    assert two.reasons[-1].endswith("candidate start 2 +3.5 % from start 1")
+    assert "2 restart pair(s)" in two.reasons[1]  # B1–B2 and C1–C2, both pooled in
+
+
+def test_a_regression_at_one_level_only_is_failed_by_that_level_s_own_test():
+    slow = sweep({c: [v * (0.80 if c == 64 else 1.0) for v in [1001.0, 994.0, 1006.0]] for c in LEVELS})
+    over = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], slow, POLICY, None, None)
+    assert over.outcome is Outcome.FAIL
+    assert over.reasons[0].startswith("FAIL over server starts: C=64 −20.")  # the sweep's mean is only −4 %
+    assert [line for line in over.reasons if line.endswith("regressed beyond the limit")] == [over.reasons[-2]]
