@@ -24,7 +24,7 @@ from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_mean
 from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
-from deployctl.promote.canary import Judged, WatchStart, version_identity
+from deployctl.promote.canary import Judged, ServerStart, WatchStart, version_identity
 from deployctl.promote.evidence import bench_key, version_key
 from deployctl.promote.records import Release
 from deployctl.startup.report import StartupReport
@@ -183,7 +183,7 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
     row = ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
                             host=site.host, sglang_version=version)
-    measured = WatchStart(start, row, ref.id, ref.at)
+    measured = WatchStart(start, row, ref.id, ref.at, _noted_start(ledger, live, ref.id))
     if measured.restart_between:
         reference_from += " — measured on an earlier start of the unit: a restart pair for the judge's restart σ"
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
@@ -210,8 +210,10 @@ async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
         ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
         return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
                 f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+    start = await adapters.startup.live_start(site.unit)
     result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
-    ledger.save_bench(live.id, REFERENCE, result, **key)
+    row = ledger.save_bench(live.id, REFERENCE, result, **key)
+    ledger.record(live.id, "canary", "note", REFERENCE, {"bench_id": row, "start": vars(start) if start else None})
     levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
     return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
 
@@ -247,6 +249,16 @@ def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -
     if watches:
         return Reference(watches[0].bench, "its first watch", watches[0].id, watches[0].at)
     return Reference(None, "none yet (this is its first measurement)")
+
+
+def _noted_start(ledger: Ledger, live: Release, row: int | None) -> ServerStart | None:
+    """The start a measurement of ``live`` was taken on, where a canary note says: a watch's (its first watch
+    as the reference) or a rebaseline's; a promotion's start is not noted (its time tells)."""
+    if row is None:
+        return None
+    noted = next((e.detail["start"] for e in ledger.events(live.id)
+                  if e.detail.get("bench_id") == row and e.detail.get("start")), None)
+    return ServerStart(**noted) if noted else None
 
 
 def _watches(ledger: Ledger, live: Release) -> list[BenchResult]:

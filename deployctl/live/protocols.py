@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
@@ -53,6 +54,8 @@ class Judge(Protocol):
     ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Verdict | None = None) -> DriftResult: ...
+    def over_starts(self, baselines: Sequence[BenchResult], candidate: BenchResult,
+                    noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict: ...
 
 
 class Preflight(Protocol):

@@ -49,20 +49,26 @@ class WatchStart:
     bench_id: int  # the watch's benchmark row
     reference_id: int | None  # the reference's row; None: no reference yet
     reference_at: float | None  # when the reference was measured (the ledger's clock: wall time)
+    reference_start: ServerStart | None = None  # its start, where a canary note says (a watch, a rebaseline)
 
     @property
     def restart_between(self) -> bool | None:
-        """Was the reference measured on an earlier start? None: unknown. A row is stamped once its
-        measurement ended, so a stamp before this start's ActiveEnterTimestamp is an earlier start's: a
-        restart came between. Never a false pair: a later stamp (a pinned copy of an older baseline) only
-        reads as "this start"."""
-        if self.start is None or self.reference_at is None or self.reference_id is None:
+        """Was the reference measured on an earlier start? None: unknown. Its noted start decides where
+        there is one (another invocation: a restart came between). Else its time: a row is stamped once
+        its measurement ended, so a stamp before this start's ActiveEnterTimestamp is an earlier start's.
+        Never a false pair: a later stamp (a pinned copy of an older baseline) only reads as "this start"."""
+        if self.start is None or self.reference_id is None:
+            return None
+        if self.reference_start is not None:
+            return self.reference_start.invocation_id != self.start.invocation_id
+        if self.reference_at is None:
             return None
         return self.reference_at < self.start.active_since
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": vars(self.start) if self.start else None, "bench_id": self.bench_id,
                 "reference_id": self.reference_id, "reference_at": self.reference_at,
+                "reference_start": vars(self.reference_start) if self.reference_start else None,
                 "restart_between": self.restart_between}
 
 

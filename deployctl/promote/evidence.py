@@ -13,6 +13,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
+from deployctl.judge.starts import StartsVerdict
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.outputgate.verdict import OutputVerdict
 from deployctl.promote import machine as m
@@ -100,6 +101,9 @@ class JudgeResult:
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
     record: Mapping[str, Any] = field(default_factory=dict)  # the judge's serialised verdict, stored as is
+    # The rollback's verification plan (concurrency, trials) should this verdict roll back: a FAIL that a
+    # restart offset could explain, or an INCONCLUSIVE, is then decided over two baseline starts.
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,7 @@ class Evidence:
     gate_failures: tuple[str, ...] = ()
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
+    starts: StartsVerdict | None = None  # the rolled-back verdict decided over two baseline starts
     preflight: PreflightResult | None = None
     outputs_reference: ReferenceSet | None = None  # the baseline's answers the output gate compares with
     outputs_floor: Measured | None = None  # the baseline server scoring its own answers: the A/A noise
@@ -268,8 +273,16 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.CheckOutputs: lambda: "output gate: the candidate answers the probe prompts and scores the baseline's answers",
         m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
-        m.VerifyBaseline: lambda: "verify the restored baseline (health + short benchmark + drift check)",
+        m.VerifyBaseline: lambda: _verify_words(action),  # type: ignore[arg-type]
     }[type(action)]()
+
+
+def _verify_words(action: m.VerifyBaseline) -> str:
+    if not action.over_starts:
+        return "verify the restored baseline (health + short benchmark + drift check)"
+    plan = ", ".join(f"C={c} ×{n}" for c, n in action.over_starts)
+    return (f"verify the restored baseline on its new server start ({plan}), then judge the candidate over both "
+            "baseline starts")
 
 
 def _trials(result: BenchResult) -> int:

@@ -75,7 +75,7 @@ _ACTIONS = {
     Phase.OUTPUTS: lambda s: CheckOutputs(),
     Phase.KEEP: lambda s: KeepCandidate(),
     Phase.ROLLBACK: lambda s: RestoreBaseline(attempt=s.rollback_attempt),
-    Phase.VERIFY: lambda s: VerifyBaseline(),
+    Phase.VERIFY: lambda s: VerifyBaseline(over_starts=s.over_starts),
 }
 
 
@@ -210,7 +210,9 @@ def _judge(state: State, outcome: Outcome) -> State:
     verdict = outcome.outcome
     if verdict is Verdict.PASS:
         return _pass(state, outcome.reasons)
-    if verdict in (Verdict.FAIL, Verdict.INVALID):
+    if verdict is Verdict.FAIL:
+        return _reject(replace(state, over_starts=outcome.over_starts), outcome.reasons)
+    if verdict is Verdict.INVALID:
         return _reject(state, outcome.reasons)
     if verdict is not Verdict.INCONCLUSIVE:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
@@ -219,7 +221,8 @@ def _judge(state: State, outcome: Outcome) -> State:
     budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
     if state.limits.keep_when_inconclusive:
         return _pass(state, outcome.reasons + (f"{budget}; the policy keeps the candidate",))
-    return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+    return _rollback(replace(state, over_starts=outcome.over_starts), Result.INCONCLUSIVE,
+                     outcome.reasons + (f"{budget}; the policy keeps the baseline",))
 
 
 def _startup(state: State, outcome: Outcome) -> State:
@@ -284,6 +287,8 @@ def _verify(state: State, outcome: Outcome) -> State:
             result=Result.ROLLBACK_FAILED,
             reasons=state.reasons + outcome.reasons + ("the restored known-good unit failed its verification",),
         )
+    if outcome.starts is not None:
+        return _over_starts(state, outcome, outcome.starts)
     if outcome.drift and outcome.in_doubt and state.result in (Result.REJECTED, Result.PASSED):
         # The environment moved and the A-B-A reading cannot pin the verdict on the candidate: neither
         # rejected nor passed on it. The known-good unit runs either way.
@@ -292,6 +297,26 @@ def _verify(state: State, outcome: Outcome) -> State:
                            f"inconclusive, not {state.result.value}: the environment drifted during the promote; "
                            "run it again when the host is steady",))
     return replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+
+
+def _over_starts(state: State, outcome: Verified, starts: Verdict) -> State:
+    """The rolled-back verdict decided over two baseline starts (before the promote, after the rollback).
+
+    A FAIL over both starts rejects (a stage-1 INCONCLUSIVE too: more evidence decided it), unless the
+    restored baseline drifted beyond the limit: the environment may then explain it. Anything else is
+    INCONCLUSIVE: never rejected on a FAIL that a slower server start could explain."""
+    done = replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+    if starts is Verdict.FAIL and not outcome.drift:
+        return replace(done, result=Result.REJECTED, reasons=done.reasons + (
+            "rejected: worse beyond the limit against the baseline on both of its server starts",))
+    if starts is Verdict.FAIL:
+        why = ("inconclusive, not rejected: the restored baseline drifted beyond the limit, so the environment "
+               "may explain the candidate's result; run it again when the host is steady")
+    elif state.result is Result.REJECTED:
+        why = "inconclusive, not rejected: a slower server start could explain the FAIL (judged over two baseline starts)"
+    else:
+        why = "still inconclusive over two baseline starts: the baseline was kept"
+    return replace(done, result=Result.INCONCLUSIVE, reasons=done.reasons + (why,))
 
 
 _STEPS: dict[Phase, Step] = {

@@ -94,6 +94,8 @@ class State:
     drift: bool = False
     fresh_baseline: bool = False  # measure the baseline now: a stored one's confirmation trials disagreed
     reused_from: int | None = None  # the release whose stored baseline is being confirmed or was reused
+    # The rolled-back verdict is decided over two baseline starts: the verification measures this plan.
+    over_starts: tuple[tuple[int, int], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -129,4 +131,5 @@ class State:
             drift=bool(data.get("drift", False)),
             fresh_baseline=bool(data.get("fresh_baseline", False)),
             reused_from=int(data["reused_from"]) if data.get("reused_from") is not None else None,
+            over_starts=tuple((int(c), int(n)) for c, n in data.get("over_starts", ())),
         )

@@ -72,7 +72,11 @@ class RestoreBaseline:
 
 @dataclass(frozen=True)
 class VerifyBaseline:
-    pass
+    """Health, a benchmark of the restored baseline on its new server start, the drift check. ``over_starts``:
+    (concurrency, trials) to measure instead of one trial at ``verify_concurrency``, and then decide the
+    judged verdict over the two baseline starts (a FAIL a slow server start could explain, or INCONCLUSIVE)."""
+
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 Action = Union[
@@ -119,6 +123,9 @@ class Judged:
     outcome: Verdict
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
+    # The rollback's verification plan when a rollback on this verdict is to be decided over two baseline
+    # starts (``deployctl.judge.starts``): a FAIL that a restart offset could explain, an INCONCLUSIVE.
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ class Verified:
     drift: bool = False
     reasons: tuple[str, ...] = ()
     in_doubt: bool = False  # the drift may explain the judged verdict (A-B-A): the result is inconclusive
+    starts: Verdict | None = None  # the verdict over two baseline starts (FAIL or INCONCLUSIVE), when asked for
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,8 @@ def test_the_first_watch_after_a_restart_is_a_restart_pair_in_the_ledger(world):
     note = _notes(cli, "glm5-sim", "watch")[-1]
     invocation = cli.box.run(["systemctl", "show", "-P", "InvocationID", unit]).stdout.strip()
     assert note["restart_between"] is True and note["start"]["invocation_id"] == invocation
+    # its reference is glm5-sim's first watch (no promotion here), whose own note says its start
+    assert note["reference_start"]["invocation_id"] != invocation
     assert "measured on an earlier start of the unit" in note["reference"]
     with Ledger.open(cli.state_dir) as ledger:
         watched = next(b for b in ledger.benches(_live_id(cli, "glm5-sim")) if b.id == note["bench_id"])

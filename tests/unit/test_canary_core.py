@@ -185,6 +185,9 @@ def test_a_watch_is_a_restart_pair_only_when_its_reference_was_measured_before_t
     assert WatchStart(start, bench_id=9, reference_id=3, reference_at=5001.0).restart_between is False  # same start
     assert WatchStart(None, bench_id=9, reference_id=3, reference_at=4999.0).restart_between is None  # start unknown
     assert WatchStart(start, bench_id=9, reference_id=None, reference_at=None).restart_between is None  # no reference
+    # a start noted with the reference decides, whatever the clocks say
+    assert WatchStart(start, 9, 3, 4999.0, reference_start=ServerStart("a1b2", 4000.0)).restart_between is False
+    assert WatchStart(start, 9, 3, 5001.0, reference_start=ServerStart("9f8e", 4000.0)).restart_between is True
     assert WatchStart(start, 9, 3, 4999.0).to_dict() == {
         "start": {"invocation_id": "a1b2", "active_since": 5000.0}, "bench_id": 9, "reference_id": 3,
-        "reference_at": 4999.0, "restart_between": True}
+        "reference_at": 4999.0, "reference_start": None, "restart_between": True}

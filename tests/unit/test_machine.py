@@ -291,3 +291,63 @@ def test_a_bisect_trial_that_passed_on_a_drift_is_inconclusive():
     state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), OK, m.Verified(True, drift=True, in_doubt=True)],
                      limits=m.Limits(keep=False))
     assert state.result is m.Result.INCONCLUSIVE
+
+
+# --- a rolled-back verdict decided over two baseline starts (deployctl.judge.starts) ------------------
+
+PLAN = ((2, 3), (8, 3))  # the verification's trials a critical level
+
+
+def _over_starts(judged, starts, *, drift=False, limits=m.Limits()):
+    outcomes = HAPPY_PREFIX + [judged, OK, m.Verified(True, drift=drift, reasons=("over two starts: …",), starts=starts)]
+    state = m.start(limits)
+    for outcome in outcomes:
+        action = m.next_action(state)
+        state = m.advance(state, outcome)
+        assert m.State.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    return state, action
+
+
+def test_a_fail_a_restart_offset_could_explain_is_inconclusive_over_two_starts_not_rejected():
+    state, verify = _over_starts(m.Judged(Verdict.FAIL, ("C=8: −7 %",), over_starts=PLAN), Verdict.INCONCLUSIVE)
+    assert verify == m.VerifyBaseline(over_starts=PLAN)  # the verification measures every critical level
+    assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
+    assert "over two starts: …" in state.reasons
+    assert state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain the FAIL")
+
+
+def test_a_fail_that_stands_over_two_starts_is_rejected():
+    state, _ = _over_starts(m.Judged(Verdict.FAIL, ("C=8: −9 %",), over_starts=PLAN), Verdict.FAIL)
+    assert state.result is m.Result.REJECTED and state.exit_code == ExitCode.REJECTED
+    assert state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
+
+
+def test_a_final_inconclusive_can_become_a_rejection_over_two_starts():
+    judged = m.Judged(Verdict.INCONCLUSIVE, ("C=8: unclear",), over_starts=PLAN)
+    state, verify = _over_starts(judged, Verdict.FAIL, limits=m.Limits(bench_rounds=1))
+    assert verify.over_starts == PLAN and state.result is m.Result.REJECTED
+    state, _ = _over_starts(judged, Verdict.INCONCLUSIVE, limits=m.Limits(bench_rounds=1))
+    assert state.result is m.Result.INCONCLUSIVE and state.reasons[-1].startswith("still inconclusive over two")
+
+
+def test_a_fail_over_two_starts_with_a_drifted_baseline_is_inconclusive_one_story():
+    state, _ = _over_starts(m.Judged(Verdict.FAIL, over_starts=PLAN), Verdict.FAIL, drift=True)
+    assert state.result is m.Result.INCONCLUSIVE and state.drift
+    assert state.reasons[-1].startswith("inconclusive, not rejected: the restored baseline drifted")
+    assert not any(r.startswith("rejected") for r in state.reasons)
+
+
+def test_a_robust_fail_verifies_as_before_and_a_non_final_inconclusive_carries_no_plan():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK])
+    assert m.next_action(state) == m.VerifyBaseline()
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN, more_trials=((8, 1),))])
+    assert state.phase is m.Phase.BENCH and state.over_starts == ()
+
+
+def test_a_controller_killed_in_the_verification_over_two_starts_verifies_over_two_starts_again():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=PLAN), OK])
+    assert state.phase is m.Phase.VERIFY
+    resumed = m.resume_after_crash(state, "the controller died")
+    assert resumed.phase is m.Phase.ROLLBACK and resumed.result is m.Result.REJECTED
+    resumed = m.advance(resumed, OK)
+    assert m.next_action(resumed) == m.VerifyBaseline(over_starts=PLAN)

@@ -14,13 +14,16 @@ from support.runner_fakes import (
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
+from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, learn_restart, restart_pair
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.stats import DEFAULT_RESTART_SIGMA
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.canary import ServerStart, WatchStart
+from deployctl.promote.decided import decided
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
+from deployctl.promote.report import outcome_json, outcome_lines
 
 
 @pytest.fixture
@@ -442,3 +445,67 @@ async def test_the_baselines_answers_are_stored_and_reused_by_the_next_promote(l
     second, _, _ = await _run(ledger, b, p, state)
     assert second.exit_code == ExitCode.OK and a.outputs.references == 1
     assert second.evidence.outputs_reference.reused_from == first.release_id
+
+
+# --- a rolled-back verdict decided over two baseline starts -------------------------------------------
+
+OVER_STARTS = ((1, 3), (64, 3))
+
+
+def _starts(outcome, reason):
+    return StartsVerdict(outcome, (reason,), RestartNoise(0.02, None, "guard"))
+
+
+async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baseline_starts(ledger):
+    p = plan()
+    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
+    judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
+    b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}),
+                   bench({1: 121, 64: 1490})])
+    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b), p=p)
+    assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.result is m.Result.INCONCLUSIVE
+    # The verification measured every critical level k times, on the restored baseline's new start ...
+    assert b.calls[-1] == ([1, 64], dict(OVER_STARTS))
+    assert [len(lv.trials) for lv in out.evidence.verify.levels] == [3, 3]
+    # ... and the candidate was judged against both starts; the drift check only says whether the baseline
+    # moved (no A-B-A reading beside it: one story).
+    (before, after), cand = judge.starts_asked[0]
+    assert before is out.evidence.baseline and after is out.evidence.verify and cand is out.evidence.candidate
+    assert judge.drift_asked == [(None, None)]
+    assert "a restart offset of up to 6 % could explain it" in out.state.reasons
+    # the terminal report and --json say it
+    assert "verdict over two baseline starts (before the promote, after the rollback): INCONCLUSIVE" \
+        in outcome_lines(out)
+    assert outcome_json(out)["starts"]["outcome"] == "INCONCLUSIVE" and outcome_json(out)["verdict"] == "FAIL"
+    assert out.state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain")
+    release = ledger.get(out.release_id)
+    assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over two baseline starts)"
+    stored = decided(ledger.events(out.release_id))
+    assert stored.outcome == "FAIL" and stored.starts["outcome"] == "INCONCLUSIVE"
+    assert stored.starts["restart"]["sigma"] == 0.02 and "over two baseline starts: INCONCLUSIVE" in stored.starts_line()
+    # The baseline and the verification are the unit on two server starts: a restart pair the next promote learns from.
+    pairs = ledger.restart_pairs(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy),
+                                 exclude_releases=())
+    assert [(x.before.role, x.after.role) for x in pairs] == [("baseline", "verify")]
+    learned = learn_restart([restart_pair(x.before.bench, x.after.bench, p.policy.judge.metric, {}, x.source)
+                             for x in pairs])
+    assert learned.source.startswith("learned from 1 restart pair(s)")
+
+
+async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(ledger):
+    p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 1})}))
+    verdicts = [JudgeResult(Outcome.INCONCLUSIVE, ("C=64: unclear",), over_starts=OVER_STARTS)]
+    judge = FakeJudge(verdicts, starts=_starts(Outcome.FAIL, "over 2 baseline starts: −9 %, limit −5 %"))
+    out, _, _ = await _run(ledger, adapters(judge=judge), p=p, state=m.start(m.Limits(bench_rounds=1)))
+    assert out.exit_code == ExitCode.REJECTED
+    assert ledger.get(out.release_id).verdict == "FAIL (over two baseline starts)"
+    assert out.state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
+
+
+async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(ledger):
+    judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −30 %",))])
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1050}), bench({1: 120})])
+    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b))
+    assert out.exit_code == ExitCode.REJECTED and b.calls[-1] == ([1], 1)
+    assert judge.starts_asked == [] and judge.drift_asked[0][1] is Outcome.FAIL  # the A-B-A reading, as before
+    assert out.evidence.starts is None and ledger.get(out.release_id).verdict == "FAIL"
