@@ -57,15 +57,15 @@ from scipy.special import chdtri, fdtri, ndtri, stdtrit
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy
 from deployctl.judge.noise import (
-    DEFAULT_RESTART_WEIGHT, MIN_PLAN_DF, RestartPair, baseline_top_up, first_stage_trials, learn_restart, plan_z,
+    DEFAULT_RESTART_WEIGHT, MIN_PLAN_DF, RESTART_SEEN_ALPHA, RestartPair, baseline_top_up, first_stage_trials, learn_restart, plan_z,
 )
 from deployctl.judge.multiplicity import effective_tests
 from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
-    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SWEEP_SHARE, TEST_SHARE, VERIFICATION_TRIALS, judge_over_starts,
-    over_starts_needed,
+    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SWEEP_SHARE, TEST_SHARE, judge_over_starts, over_starts_needed,
+    verification_plan,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
@@ -291,6 +291,15 @@ class Learned:
         excess = ((self.pair_diff ** 2).sum(axis=1) - pairs * self.pair_scale * mean_square) / 2
         return np.sqrt(np.maximum(0.0, (k * DEFAULT_RESTART_SIGMA ** 2 + excess) / (k + pairs)))
 
+    def in_test(self) -> tuple[np.ndarray, np.ndarray]:
+        """``RestartNoise.in_test`` vectorised: per run the restart σ the one-start test uses, and whether it
+        is the learned one (``noise.restart_seen``; else the default, known)."""
+        pairs = self.pair_diff.shape[1]
+        mean_square = self.pair_ss.sum(axis=1) / (self.pair_df * pairs)
+        ratio = (self.pair_diff ** 2).sum(axis=1) / (pairs * self.pair_scale * mean_square)
+        seen = ratio > fdtri(pairs, self.pair_df * pairs, 1 - RESTART_SEEN_ALPHA)
+        return np.where(seen, self.restart(), DEFAULT_RESTART_SIGMA), seen
+
     def restart_noise(self, i: int) -> RestartNoise:
         return learn_restart([RestartPair(float(d), self.pair_scale, float(ss), self.pair_df)
                               for d, ss in zip(self.pair_diff[i], self.pair_ss[i])])
@@ -318,8 +327,9 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     limit_log = -math.log1p(-policy.limit_pct / 100)
     history = learned_history(rng, sigma, model, runs, L, prior_df, pairs) if learned else None
     prior = history.sigma if history is not None else None
-    restart = history.restart() if history is not None else np.full(runs, DEFAULT_RESTART_SIGMA)
-    restart_df = DEFAULT_RESTART_WEIGHT + pairs if history is not None else None
+    restart, seen = history.in_test() if history is not None else (np.full(runs, DEFAULT_RESTART_SIGMA),
+                                                                    np.zeros(runs, bool))
+    restart_df = np.where(seen, DEFAULT_RESTART_WEIGHT + pairs, np.inf)  # inf: known
     live = model.trials(rng, sigma, (runs, L, hi + 2))  # the live server: a fresh baseline, a confirmation
     fresh = live[:, :, :hi + 1].copy()
     fresh[:, :, hi] = 0.0
@@ -327,7 +337,7 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     shift = np.zeros((1, L, 1))
     shift[:, -1 if one_level else slice(None), :] = math.log1p(change)
     cand += shift
-    planned = restart if history is not None else np.zeros(runs)  # noise._planned_restart: the default is not
+    planned = np.where(seen, restart, 0.0)  # noise._planned_restart: the default is not
     nb_fresh = plan(fresh, prior, prior_df, policy, bounds.false_fail, planned)
     base, nb = fresh, nb_fresh
     cost_base = nb_fresh.sum(axis=1).astype(float)
@@ -348,11 +358,12 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     shock_b = _trial_effect(base, nb)
     outcome, used = _sequential(mb, ssb, nb, shock_b, cand, prior, prior_df, restart, restart_df, policy,
                                 limit_log, bounds)
+    k = verification_plan(policy, _result(levels, [[1.0]] * L))[levels[0]]
     outcome, over, verify, again = _over_starts(rng, model, sigma, outcome, used, base, nb, cand, shift, prior,
-                                                prior_df, history, policy, limit_log, c2)
+                                                prior_df, history, policy, limit_log, bounds, k, c2)
     compared = [i for i in range(min(check, runs))
                 if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)
-                and not any(outlier_indices(list(v)) for x in (verify, again) if x is not None for v in x[i])]
+                and not any(outlier_indices(list(np.exp(v))) for x in (verify, again) if x is not None for v in x[i])]
     mismatches = 0
     for i in compared:
         real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), np.exp(verify[i]),
@@ -369,14 +380,14 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
         inconclusive=float(np.mean(outcome == 3)), base_trials=float(cost_base.mean() / L),
         cand_trials=float(used.mean()), at_min=float(np.mean((used == lo).all(axis=1))),
         fallback=float(np.mean(~agree)) if reused else 0.0, over_starts=float(over.mean()),
-        verify_trials=float(over.mean() * VERIFICATION_TRIALS * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
+        verify_trials=float(over.mean() * k * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
         mismatches=mismatches, compared=len(compared), compared_over=int(over[compared].sum()),
     )
 
 
 def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray],
                 cand: np.ndarray, prior: np.ndarray | None, prior_df: int, restart: np.ndarray,
-                restart_df: int | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
+                restart_df: np.ndarray, policy: JudgePolicy, limit_log: float, bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
     """Outcome code per run and candidate trials per (run, level), as judge() and promote would reach them."""
     lo, hi = policy.min_trials, policy.max_trials
     runs, L = mb.shape
@@ -390,15 +401,8 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
             return outcome, n
         mc = np.choose(n - lo, [stats[k][0] for k in range(lo, hi + 1)])
         ssc = np.choose(n - lo, [stats[k][1] for k in range(lo, hi + 1)])
-        t_c = _trial_effect(cand, n)
-        shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
-        use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
-        within = use_ss / use_df * (1 / nb + 1 / n)
-        se = np.sqrt(within + between)
-        df = eff if restart_df is None else np.where(
-            between > 0, np.minimum(eff, _satterthwaite([(within, eff), (between + 0 * within, np.full(within.shape, restart_df))])), eff)
-        tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
-        failed, passed = decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
+        failed, passed = _look(mb, ssb, nb, shock_b, cand, n, mc, ssc, prior, prior_df, between, restart_df,
+                               limit_log, bounds)
         unknown = ~failed & ~passed
         asks = unknown & (n < hi)
         outcome[open_ & failed.any(axis=1)] = 1
@@ -406,6 +410,25 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
         outcome[still & ~unknown.any(axis=1)] = 2
         outcome[still & unknown.any(axis=1) & ~asks.any(axis=1)] = 3
         n = n + (asks & (outcome == 0)[:, None])
+
+
+def _look(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray], cand: np.ndarray,
+          n: np.ndarray, mc: np.ndarray, ssc: np.ndarray, prior: np.ndarray | None, prior_df: int,
+          between: np.ndarray, restart_df: np.ndarray, limit_log: float,
+          bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
+    """One look of ``judge()`` at ``n[run, level]`` candidate trials (mean ``mc``, spread ``ssc``): (failed, passed).
+    ``restart_df[run]``: the restart σ's df, inf where it is known."""
+    t_c = _trial_effect(cand, n)
+    shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
+    use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
+    within = use_ss / use_df * (1 / nb + 1 / n)
+    se = np.sqrt(within + between)
+    learned = (between > 0) & np.isfinite(restart_df)[:, None]
+    satt = _satterthwaite([(within, eff), (between + 0 * within, np.broadcast_to(
+        np.where(np.isfinite(restart_df), restart_df, 1.0)[:, None], within.shape))])
+    df = np.where(learned, np.minimum(eff, satt), eff)
+    tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
+    return decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
 
 
 def _in_force(history: Learned | None, runs: int, excess: np.ndarray | None = None, count: int = 0) -> np.ndarray:
@@ -478,20 +501,26 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
 
 def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
                  base: np.ndarray, nb: np.ndarray, cand: np.ndarray, shift: np.ndarray, prior: np.ndarray | None,
-                 prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float,
-                 c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+                 prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries,
+                 k: int, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
 
-    A FAIL the test fails already on one start a side with the guard (``_in_force``) is robust; any other
+    A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
+    variance is robust; any other
     FAIL and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
-    restored baseline on its new start (B2), ``VERIFICATION_TRIALS`` a level each with its own restart
+    restored baseline on its new start (B2), ``k`` trials a level (``verification_plan``) each with its own restart
     offset, and ``judge_over_starts`` decides: FAIL or INCONCLUSIVE. Returns (the final outcome code, which
     runs were decided over starts, the verification B2, the candidate's second start C2 or None).
     """
     runs, L = nb.shape
-    robust = _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy, limit_log, pairs=False)
+    mb, ssb = _within(base, nb)
+    mc, ssc = _within(cand, used)
+    guard = _in_force(history, runs)
+    judged, _ = _look(mb, ssb, nb, _trial_effect(base, nb), cand, used, mc, ssc, prior, prior_df,
+                      2 * guard[:, None] ** 2, np.full(runs, np.inf), limit_log, bounds)
+    robust = judged.any(axis=1) | _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy,
+                                               limit_log, pairs=False)
     over = (outcome == 3) | ((outcome == 1) & ~robust)
-    k = VERIFICATION_TRIALS
     nv = np.full((runs, L), k)
     verify = model.trials(rng, sigma, (runs, L, k))  # the restored baseline on its new start
     again = model.trials(rng, sigma, (runs, L, k)) + shift if c2 else None  # the candidate restarted in place

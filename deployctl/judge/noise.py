@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from scipy.special import ndtri
+from scipy.special import fdtri, ndtri
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
@@ -170,7 +170,8 @@ def baseline_plan(
             false_fail=false_fail, miss=policy.miss, least=policy.min_trials, most=policy.max_trials,
             # The split of the miss over the levels assumes their errors independent; levels that move
             # together (a shared per-trial shock seen) fail together or not at all: sized as one.
-            levels=1 if c in shared and shared[c].components else decisive, restart_sigma=_planned_restart(restart),
+            levels=1 if c in shared and shared[c].components else decisive,
+            restart_sigma=_planned_restart(restart.in_test()),
         )
     return plan
 
@@ -364,7 +365,21 @@ def learn_restart(pairs: Sequence[RestartPair]) -> RestartNoise:
     sigma2 = max(0.0, (k * DEFAULT_RESTART_SIGMA ** 2 + excess) / (k + len(used)))
     return RestartNoise(math.sqrt(sigma2), k + len(used),
                         f"learned from {len(used)} restart pair(s) of this host{_sources(used)}, the default "
-                        f"weighing as {k}")
+                        f"weighing as {k}", seen=restart_seen(used, mean_square, df))
+
+
+# The pairs show a restart offset when their differences' mean square exceeds what the trials alone give
+# at this level (an F test); below it ``RestartNoise.in_test`` keeps the default.
+RESTART_SEEN_ALPHA = 0.05
+
+
+def restart_seen(pairs: Sequence[RestartPair], mean_square: float, df: int) -> bool:
+    """Whether ``Σ d²`` over what the trials alone make it (``m̄ · Σ scale``) is beyond chance: F(pairs, df)."""
+    expected = mean_square * sum(p.scale for p in pairs)
+    if df < 1 or expected <= 0:
+        return True  # nothing to hold the differences against: as learned
+    ratio = sum(p.difference ** 2 for p in pairs) / expected
+    return ratio > float(fdtri(len(pairs), df, 1 - RESTART_SEEN_ALPHA))
 
 
 def _sources(pairs: Sequence[RestartPair]) -> str:

@@ -39,22 +39,26 @@ from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
     DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
 )
-from deployctl.judge.verdict import METRICS, Verdict, format_interval, format_pct, judgeable_by_trial
+from deployctl.judge.verdict import METRICS, Verdict, format_interval, format_pct, judge, judgeable_by_trial
 
 # The restart σ a start a FAIL must survive while the host has not learned its own: the top of the range
 # issue #26 targets (real SGLang hosts move 0.5–2 % a restart).
 RESTART_GUARD = 0.02
 
 # A host's learned σ_r replaces the guard once it rests on this many restart pairs (each a rollback's
-# verification against its baseline, or an A/A promote), and then at its upper confidence bound
-# (``RESTART_BOUND``): the learned estimate is shrunk towards the 0.5 % default and low by chance half
-# the time, and a FAIL judged on a σ_r that came out low fails unchanged candidates.
-MIN_RESTART_PAIRS = 8
-RESTART_BOUND = 0.95
+# verification against its baseline, or an A/A promote), and then only at its upper confidence bound
+# (``RESTART_BOUND``, below the guard): the learned estimate is shrunk towards the 0.5 % default and low
+# by chance half the time, and a FAIL judged on a σ_r that came out low fails unchanged candidates. A
+# pair's difference carries the trials' noise as well, so it holds less than a degree of freedom: from 8
+# pairs (+ this promote's own) a host whose restarts move 2 % failed unchanged candidates 1.2 % of the
+# time at σ = 3 % even with the 99 % bound (0.75 % with the guard; benchmarks/judge_calibration.py).
+MIN_RESTART_PAIRS = 12
+RESTART_BOUND = 0.99
 
-# Trials a level of the verification on the new start: its within-run part is averaged over the levels
-# and the restart part does not shrink with trials, so a few suffice (benchmarks/judge_calibration.py).
-VERIFICATION_TRIALS = 1
+# Trials of the verification on a new start, over the sweep's critical levels (at least one a level): the
+# sweep's mean is what decides, its within-run part shrinks with the trials of all the levels together,
+# and the restart part does not shrink with trials at all (benchmarks/judge_calibration.py).
+VERIFICATION_TRIALS = 5
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ def restart_in_force(restart: RestartNoise | None, pooled: tuple[float, int] = (
 # An unchanged candidate is failed over starts when stage 1's FAIL is robust or when the test on two
 # starts a side fails: two chances, each spending this share of ``policy.false_fail`` (the two are
 # positively correlated — both move with the candidate's first start — so the sum bounds the union).
-TEST_SHARE = 1.0
+TEST_SHARE = 0.5
 # Of one test's rate, the share of the sweep-level test (a regression at every level); the rest is split
 # evenly over the levels' own tests (a regression at one level), Bonferroni: the restart part makes the
 # levels' tests highly correlated, so Bonferroni is conservative there but never wrong.
@@ -120,15 +124,20 @@ def over_starts_needed(verdict: Verdict, baseline: BenchResult, candidate: Bench
                        noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> bool:
     """FAIL not robust to the guard, or a final INCONCLUSIVE: decide over two baseline starts.
 
-    A FAIL is robust when the test ``judge_over_starts`` makes fails it already on its one start a side,
-    with ``restart_in_force`` (``2·σ_r²``) in the variance: −30 % or −87 % regressions are, and go on as
-    before. A verdict still asking for trials, a PASS and an INVALID are not decided over starts.
+    A FAIL is robust when it is still a FAIL with ``restart_in_force`` (``2·σ_r²``) in the variance: by
+    ``judge`` itself (level by level; where the learned σ_r is small, that is stage 1's own test), or by the
+    test ``judge_over_starts`` makes, on its one start a side (the sweep: where the guard's restart part
+    dominates, the levels move as one and their mean is what a restart cannot explain). −30 % or −87 %
+    regressions are robust and go on as before. A verdict still asking for trials, a PASS and an INVALID
+    are not decided over starts.
     """
     if not verdict.final:
         return False
     if verdict.outcome is Outcome.INCONCLUSIVE:
         return True
     if verdict.outcome is not Outcome.FAIL:
+        return False
+    if judge(baseline, candidate, policy, noise, restart_in_force(restart)).outcome is Outcome.FAIL:
         return False
     test = _compare([baseline], [candidate], policy, noise, restart, pairs=False)
     return not isinstance(test, _Test) or not test.failed
@@ -138,8 +147,8 @@ def verification_plan(policy: JudgePolicy, baseline: BenchResult) -> dict[int, i
     """Levels → trials the rollback's verification measures when over_starts_needed (every critical level).
 
     The same plan measures the candidate's second start (C2) before the rollback."""
-    return {lv.concurrency: VERIFICATION_TRIALS for lv in baseline.levels
-            if policy.rule_for(lv.concurrency).role == "critical"}
+    levels = [lv.concurrency for lv in baseline.levels if policy.rule_for(lv.concurrency).role == "critical"]
+    return {c: -(-VERIFICATION_TRIALS // len(levels)) for c in levels}
 
 
 def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult | Sequence[BenchResult],
@@ -160,7 +169,8 @@ def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult |
     candidates = [candidate] if isinstance(candidate, BenchResult) else list(candidate)
     test = _compare(baselines, candidates, policy, noise, restart, pairs=True)
     if not isinstance(test, _Test):
-        return StartsVerdict(Outcome.INCONCLUSIVE, (f"INCONCLUSIVE over server starts: {test}",),
+        return StartsVerdict(Outcome.INCONCLUSIVE, (f"INCONCLUSIVE over server starts: {test}, so whether a restart "
+                                                    "offset explains the verdict cannot be told",),
                              restart_in_force(restart))
     on = f"the baseline on {len(baselines)} server starts" + (
         f", the candidate on {len(candidates)}" if len(candidates) > 1 else "")
@@ -174,8 +184,9 @@ def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult |
         head = (f"INCONCLUSIVE over server starts: {what}: a restart offset of up to {sigma:.1f} % a start could "
                 "explain it; the host learns its own from rollbacks like this one")
     else:
-        head = (f"INCONCLUSIVE over server starts: {what}: not beyond the limit on {len(baselines)} baseline "
-                "starts; the candidate was rolled back before, so it is not kept")
+        head = (f"INCONCLUSIVE over server starts: {what}: not beyond the limit once a restart offset (up to "
+                f"{sigma:.1f} % a start) is averaged over the starts; the candidate was rolled back before, so it "
+                "is not kept")
     lines = [f"{c.name}: {format_interval(c.interval)}, limit {c.limit}" + (": regressed beyond the limit" if c.failed else "")
              for c in test.levels if len(test.levels) > 1]
     return StartsVerdict(Outcome.FAIL if test.failed else Outcome.INCONCLUSIVE,

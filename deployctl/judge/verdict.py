@@ -178,7 +178,7 @@ def judge(
     """
     metric = METRICS[policy.metric]
     learned = noise or {}
-    restart = restart if restart is not None else DEFAULT_RESTART
+    restart = (restart if restart is not None else DEFAULT_RESTART).in_test()
     spreads, shock = sweep_spreads(baseline, candidate, metric.name), sweep_shock(baseline, candidate, metric.name)
     shared = shared_spreads(spreads, shock=shock)
     concurrencies = [lv.concurrency for lv in baseline.levels]

@@ -127,7 +127,7 @@ def test_a_slowed_live_server_is_degraded_with_exit_code_metrics_and_webhook(wor
 
 
 
-def test_the_first_watch_after_a_restart_is_a_restart_pair_one_on_the_same_start_is_not(world):
+def test_the_first_watch_after_a_restart_is_a_restart_pair_in_the_ledger(world):
     cli, data, _ = world
     unit, port = data["deployments"]["glm5-sim"]["unit"], data["deployments"]["glm5-sim"]["port"]
     done = canary(cli, "glm5-sim")  # the release has a reference by now (this one, if it is the first)
@@ -148,13 +148,6 @@ def test_the_first_watch_after_a_restart_is_a_restart_pair_one_on_the_same_start
                                      exclude_releases=())
     assert [(p.before.id, p.source) for p in pairs if p.after.id == note["bench_id"]] == \
         [(note["reference_id"], WATCH_AFTER_RESTART)]
-    # A reference pinned on this start: the next watch on it is no pair.
-    pinned = cli("canary", "rebaseline", "glm5-sim", timeout=120)
-    assert pinned.returncode == ExitCode.OK and "pinned a synthetic reference" in pinned.stdout, pinned.stderr
-    done = canary(cli, "glm5-sim")
-    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
-    note = _notes(cli, "glm5-sim", "watch")[-1]
-    assert note["restart_between"] is False and note["reference_start"]["invocation_id"] == invocation
 
 
 def _live_id(cli: Cli, deployment: str) -> int:

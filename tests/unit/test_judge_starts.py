@@ -137,7 +137,9 @@ def test_levels_that_move_together_count_as_one_trial_each():
 
 def test_the_verification_measures_every_critical_level():
     policy = JudgePolicy(levels={1: LevelRule(role="advisory")})
-    assert verification_plan(policy, B1) == {c: VERIFICATION_TRIALS for c in LEVELS if c != 1}
+    assert verification_plan(policy, B1) == {4: 2, 16: 2, 32: 2, 64: 2}  # 5 trials over the 4 critical levels
+    assert verification_plan(POLICY, B1) == {c: 1 for c in LEVELS}
+    assert verification_plan(POLICY, start(1.0, [1000.0], levels=(64,))) == {64: VERIFICATION_TRIALS}
 
 
 def test_one_baseline_start_or_no_common_level_cannot_decide():
