@@ -18,9 +18,11 @@ from support.promote_world import (
     TWO_WAVES_POLICY, Cli, healthy, installed_profile, one_deployment, one_deployment_site, one_deployment_world,
     wait_for,
 )
+from support.sweeps import sweep
 
 from deployctl.errors import ExitCode
-from deployctl.judge.starts import VERIFICATION_TRIALS
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.starts import verification_plan
 from deployctl.live.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
@@ -101,7 +103,7 @@ def _decided_over_starts(cli: Cli, dep: dict[str, Any]) -> dict[str, Any]:
     assert out["decided"]["outcome"] in ("FAIL", "INCONCLUSIVE") and out["decided"]["starts"]["outcome"] == "INCONCLUSIVE"
     assert out["decided"]["starts"]["restart"]["sigma"] >= 0.02
     # every critical level, on the candidate's second start and on the restored baseline's new start
-    plan = {2: VERIFICATION_TRIALS, 8: VERIFICATION_TRIALS}
+    plan = verification_plan(JudgePolicy(**JUDGE), sweep({2: [1.0], 8: [1.0]}))
     assert _trials(out, "candidate-restart") == plan and _trials(out) == plan
     assert installed_profile(cli.box, dep["unit"]) == "baseline" and healthy(dep["port"])
     return out
