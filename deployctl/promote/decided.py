@@ -46,7 +46,7 @@ class Decided:
         sigma = restart.get("sigma")
         said = (f"; restart σ {100 * float(sigma):.1f} % a start ({restart.get('source', '?')})"
                 if isinstance(sigma, (int, float)) else "")
-        return f"decided over two baseline starts: {s.get('outcome', '?')}: {reasons[0]}{said}"
+        return f"decided over server starts ({s.get('outcome', '?')}): {reasons[0]}{said}"
 
     def policy_line(self) -> str:
         """The policy in force, in one line: what a reader needs to read the intervals."""

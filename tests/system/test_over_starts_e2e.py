@@ -116,7 +116,7 @@ def test_a_neutral_candidate_on_a_slow_server_start_is_inconclusive_over_two_sta
     out = _decided_over_starts(cli, dep)
     assert out["reasons"][-1].startswith(("inconclusive, not rejected", "still inconclusive")), out["reasons"]
     shown = cli("show", str(out["id"]))
-    assert "decided over two baseline starts: INCONCLUSIVE" in shown.stdout, shown.stdout
+    assert "decided over server starts (INCONCLUSIVE): INCONCLUSIVE over server starts: " in shown.stdout, shown.stdout
 
 
 def test_a_controller_killed_in_the_candidates_second_start_is_recovered_over_server_starts(world):

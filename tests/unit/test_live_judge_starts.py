@@ -1,4 +1,4 @@
-"""The live judge says, with each verdict, whether a rollback on it is decided over two baseline starts."""
+"""The live judge says, with each verdict, whether a rollback on it is decided over server starts."""
 
 from __future__ import annotations
 

@@ -293,7 +293,7 @@ def test_a_bisect_trial_that_passed_on_a_drift_is_inconclusive():
     assert state.result is m.Result.INCONCLUSIVE
 
 
-# --- a rolled-back verdict decided over two baseline starts (deployctl.judge.starts) ------------------
+# --- a rolled-back verdict decided over server starts (deployctl.judge.starts) ------------------
 
 PLAN = ((2, 3), (8, 3))  # the verification's trials a critical level
 
