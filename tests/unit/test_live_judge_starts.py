@@ -6,7 +6,7 @@ from support.sweeps import sweep
 
 from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.starts import VERIFICATION_TRIALS
+from deployctl.judge.starts import verification_plan
 from deployctl.live.bindings import LiveJudge
 
 POLICY = Policy(judge=JudgePolicy(limit_pct=3))
@@ -20,7 +20,7 @@ def _start(speed: float, n: int = 5, trials: list[float] = TRIALS, turn: int = 0
     return sweep({c: [speed * v for v in (trials[j + turn:] + trials[:j + turn])[:n]] for j, c in enumerate(LEVELS)})
 
 
-PLAN = tuple((c, VERIFICATION_TRIALS) for c in LEVELS)
+PLAN = tuple(sorted(verification_plan(POLICY.judge, _start(1.0)).items()))
 
 
 def test_a_fail_a_restart_offset_could_explain_carries_the_verification_plan() -> None:
