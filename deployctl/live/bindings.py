@@ -188,8 +188,8 @@ class LiveJudge:
     def _over_starts_plan(self, verdict: Verdict, baseline: BenchResult, candidate: BenchResult,
                           noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None
                           ) -> tuple[tuple[int, int], ...]:
-        """The rollback's verification plan should ``verdict`` roll back and a restart offset could explain
-        it; empty otherwise, and always for the canary's rollback trial (it fails a release merely not
+        """The plan of the candidate's second start and the rollback's verification should ``verdict`` roll
+        back and a restart offset could explain it; empty otherwise, and always for the canary's rollback trial (it fails a release merely not
         better, and its status quo is the conservative side)."""
         # The machine rolls back a verdict still asking for trials once its rounds are spent: it is final then.
         ending = replace(verdict, more_trials={})
@@ -197,9 +197,9 @@ class LiveJudge:
             return ()
         return tuple(sorted(verification_plan(self.policy.judge, baseline).items()))
 
-    def over_starts(self, baselines: Sequence[BenchResult], candidate: BenchResult,
+    def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
                     noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict:
-        return judge_over_starts(baselines, candidate, self.policy.judge, noise, restart)
+        return judge_over_starts(baselines, candidates, self.policy.judge, noise, restart)
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Outcome | None = None) -> DriftResult:

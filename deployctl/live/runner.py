@@ -44,6 +44,7 @@ from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
 from deployctl.promote.decided import VERDICT_EVENT, Decided, decided
 from deployctl.promote.evidence import (
+    SECOND_START_ROLE,
     Evidence,
     JudgeResult,
     Plan,
@@ -436,6 +437,24 @@ class Runner:
         self.evidence.add_time("traffic", seconds)
         self.evidence.add_time(key, seconds)
 
+    async def _do_SecondCandidateStart(self, action: m.SecondCandidateStart) -> m.Outcome:
+        """The candidate restarted in place (same unit, a new server start) and measured on the plan: its C2."""
+        outcome = await self._start(fresh=False)
+        if not outcome.ready:
+            return m.Failed((f"the candidate did not come back on a second server start ({outcome.kind}): "
+                             f"{outcome.message}",))
+        plan = dict(action.over_starts)
+        result = await self._traffic(self.plan.url, sorted(plan), plan, "candidate")
+        self.evidence.candidate_again = result
+        self.ledger.save_bench(self.release_id, SECOND_START_ROLE, result, unit_hash=self.plan.candidate_hash,
+                               bench_key=f"{SECOND_START_ROLE}:{sorted(plan)}", host=self.plan.host)
+        problem = _unusable(result)
+        if problem:
+            return m.Failed((f"the candidate did not serve on a second server start: {problem}",))
+        levels = ", ".join(f"C={c} ×{n}" for c, n in action.over_starts)
+        return m.Succeeded((f"restarted {self.plan.unit_name} on {self.plan.profile} again (a second server start, "
+                            f"ready in {outcome.wait_s:.1f} s) and measured {levels}",))
+
     async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
         where = await self.a.units.keep(self.plan.unit_name, self.plan.candidate_hash)
         self.ledger.mark_live(self.release_id)
@@ -478,12 +497,15 @@ class Runner:
         return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt and not wrong)
 
     def _judge_over_starts(self, before: BenchResult, after: BenchResult, candidate: BenchResult) -> m.Verified:
-        """The rolled-back verdict decided over the baseline's two starts, stored with the verdict it decides.
+        """The rolled-back verdict decided over the baseline's two starts and the candidate's one or two,
+        stored with the verdict it decides.
 
         The over-starts test is the A-B-A reading here (the candidate against both baseline starts, the
         restart offset a random effect), so the drift check says only whether the baseline moved."""
         noise = self._learned_noise()
-        starts = self.a.judge.over_starts([before, after], candidate, noise, self._learned_restart(noise))
+        again = self.evidence.candidate_again  # None: the second start was cut short (an abort, a crash)
+        starts = self.a.judge.over_starts([before, after], [candidate, again] if again is not None else [candidate],
+                                          noise, self._learned_restart(noise))
         self.evidence.starts = starts
         stored = decided(self.ledger.events(self.release_id))
         if stored is not None:  # the last verdict note is the one the promote acted on: now with this

@@ -23,7 +23,7 @@ class Decided:
     policy: Mapping[str, Any]  # the judge policy in force (JudgePolicy.model_dump)
     noise: Mapping[str, Any]  # the learned σ per level the judge pooled in ({"8": {"sigma", "df"}})
     verdict: Mapping[str, Any]  # the judge's own serialised verdict
-    # The rolled-back verdict decided over two baseline starts (``judge.starts.StartsVerdict.to_dict``), when it was.
+    # The rolled-back verdict decided over server starts (``judge.starts.StartsVerdict.to_dict``), when it was.
     starts: Mapping[str, Any] | None = None
 
     def to_detail(self) -> dict[str, Any]:

@@ -22,6 +22,10 @@ from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import ProfileDiff
 
 
+# The ledger's role of the candidate's second server start (``machine.SecondCandidateStart``).
+SECOND_START_ROLE = "candidate-restart"
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything decided before the first side effect (``--dry-run`` prints this)."""
@@ -196,6 +200,7 @@ class Evidence:
     confirmation_trials: int = 0  # run to check a stored baseline, whether it agreed or not
     fresh_because: tuple[str, ...] = ()  # why no stored baseline was reused
     candidate: BenchResult | None = None
+    candidate_again: BenchResult | None = None  # the candidate's second server start (C2), when asked for
     verify: BenchResult | None = None
     baseline_startup: StartupReport | None = None
     candidate_startup: StartupReport | None = None
@@ -204,7 +209,7 @@ class Evidence:
     gate_failures: tuple[str, ...] = ()
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
-    starts: StartsVerdict | None = None  # the rolled-back verdict decided over two baseline starts
+    starts: StartsVerdict | None = None  # the rolled-back verdict decided over server starts
     preflight: PreflightResult | None = None
     outputs_reference: ReferenceSet | None = None  # the baseline's answers the output gate compares with
     outputs_floor: Measured | None = None  # the baseline server scoring its own answers: the A/A noise
@@ -271,6 +276,8 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.BenchCandidate: lambda: "benchmark the candidate",
         m.JudgeCandidate: lambda: "judge candidate against baseline",
         m.CheckOutputs: lambda: "output gate: the candidate answers the probe prompts and scores the baseline's answers",
+        m.SecondCandidateStart: lambda: f"restart {name} on the candidate again (a second server start) and "
+                                        "measure every critical level: a slower start could explain its verdict",
         m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
         m.VerifyBaseline: lambda: _verify_words(action),  # type: ignore[arg-type]

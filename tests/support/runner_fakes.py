@@ -144,7 +144,7 @@ class FakeJudge:
         self._drift = drift
         self._starts = starts
         self.drift_asked: list[tuple[BenchResult | None, Any]] = []  # (candidate, judged) of each drift check
-        self.starts_asked: list[tuple[Sequence[BenchResult], BenchResult]] = []
+        self.starts_asked: list[tuple[Sequence[BenchResult], Sequence[BenchResult]]] = []
 
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         return self._gates
@@ -159,10 +159,10 @@ class FakeJudge:
         self.drift_asked.append((candidate, judged))
         return self._drift
 
-    def over_starts(self, baselines: Sequence[BenchResult], candidate: BenchResult, noise: Any,
+    def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult], noise: Any,
                     restart: Any) -> StartsVerdict:
         assert self._starts is not None, "the runner asked for a verdict over two starts nobody scripted"
-        self.starts_asked.append((baselines, candidate))
+        self.starts_asked.append((baselines, candidates))
         return self._starts
 
 

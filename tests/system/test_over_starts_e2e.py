@@ -1,9 +1,9 @@
-"""A FAIL a slow server start could explain, decided over two baseline starts, end to end on the real
-sandboxed systemd and the simulator (deployctl.judge.starts, the runner's verification).
+"""A FAIL a slow server start could explain, decided over server starts (the candidate's second start, the
+rollback's verification), end to end on the real sandboxed systemd and the simulator (deployctl.judge.starts).
 
 One deployment (the demo's GLM-5 on the fast simulator, the small policy of support/promote_world) with a
-2 % limit: a 4.5 % slower server start is then a stage-1 FAIL at the small default restart σ (or, on a loaded
-host, an INCONCLUSIVE), but not one that survives the 2 % restart guard. Every test starts from its own ledger with the baseline installed and healthy.
+1.5 % limit: a 4.5 % slower server start is then a stage-1 FAIL or INCONCLUSIVE, never one that survives the
+2 % restart guard. Every test starts from its own ledger with the baseline installed and healthy.
 """
 
 from __future__ import annotations
@@ -18,25 +18,31 @@ from support.promote_world import (
     TWO_WAVES_POLICY, Cli, healthy, installed_profile, one_deployment, one_deployment_site, one_deployment_world,
     wait_for,
 )
+from support.sweeps import sweep
 
 from deployctl.errors import ExitCode
-from deployctl.judge.starts import VERIFICATION_TRIALS
+from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.starts import verification_plan
 from deployctl.live.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 DEP = "glm5-sim"
 PROFILES = {"regressed": {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.75"}}}
-# A 2 % limit and a strict false-fail rate: a start 4.5 % slower is beyond the limit yet well inside what a
-# 2 % restart offset a start explains over two baseline starts (≈ 7 % at this rate), on a quiet host or a
-# loaded one; three trials at most keep the stage-1 INCONCLUSIVE a loaded host may give short.
-JUDGE = {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 2, "false_fail": 0.001}
+# A 1.5 % limit: a start 4.5 % slower is well beyond it, and three times it beyond twice it (stage 1 does not
+# pass it). A false-fail rate of 1 in 10 000: this host shares two cores with other work, and one trial under
+# a load spike reads 15 % slow (measured: C=8 on the candidate's second start, 4122 against 4990 tok/s);
+# only a robust FAIL or one over the starts rejects, never such a spike. Three trials at most keep stage 1
+# short (its INCONCLUSIVE is decided over the starts too).
+JUDGE = {"min_trials": 2, "max_trials": 3, "baseline_trials": 3, "limit_pct": 1.5, "false_fail": 0.0001}
 
 
 @pytest.fixture(scope="module")
 def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("over-starts")
-    data = one_deployment(DEP, PROFILES, {"bench": TWO_WAVES_POLICY["bench"], "judge": JUDGE})
+    # The dead-man's check (every 30 s by default) must not recover the promote a test kills before the test's
+    # own next command does (a loaded host takes that long to reach the candidate's second start).
+    data = one_deployment(DEP, PROFILES, {"bench": TWO_WAVES_POLICY["bench"], "judge": JUDGE, "dead_man_check_s": 600})
     yield from one_deployment_site(sandbox, root, data, DEP)
 
 
@@ -59,11 +65,11 @@ def _phase(cli: Cli) -> str | None:
     return row[0] if row else None
 
 
-def _verify_trials(shown: dict[str, Any]) -> dict[int, int]:
-    """Trials a level of the rollback's (latest) verification, as ``show --json`` has it."""
-    verify = [b for b in shown["benchmarks"] if b["role"] == "verify"]
-    assert verify, shown["benchmarks"]
-    return {lv["concurrency"]: len(lv["trials"]) for lv in verify[-1]["result"]["levels"]}
+def _trials(shown: dict[str, Any], role: str = "verify") -> dict[int, int]:
+    """Trials a level of the release's (latest) sweep of ``role``, as ``show --json`` has it."""
+    found = [b for b in shown["benchmarks"] if b["role"] == role]
+    assert found, shown["benchmarks"]
+    return {lv["concurrency"]: len(lv["trials"]) for lv in found[-1]["result"]["levels"]}
 
 
 def _promote_on_a_slow_start(cli: Cli, dep: dict[str, Any], env: dict[str, str] | None = None) -> str:
@@ -96,8 +102,9 @@ def _decided_over_starts(cli: Cli, dep: dict[str, Any]) -> dict[str, Any]:
     # the stage-1 verdict, and the verdict over starts that decided it, stored with the release
     assert out["decided"]["outcome"] in ("FAIL", "INCONCLUSIVE") and out["decided"]["starts"]["outcome"] == "INCONCLUSIVE"
     assert out["decided"]["starts"]["restart"]["sigma"] >= 0.02
-    each = -(-VERIFICATION_TRIALS // 2)  # the verification's trials spread over the 2 critical levels
-    assert _verify_trials(out) == {2: each, 8: each}  # every critical level
+    # every critical level, on the candidate's second start and on the restored baseline's new start
+    plan = verification_plan(JudgePolicy(**JUDGE), sweep({2: [1.0], 8: [1.0]}))
+    assert _trials(out, "candidate-restart") == plan and _trials(out) == plan
     assert installed_profile(cli.box, dep["unit"]) == "baseline" and healthy(dep["port"])
     return out
 
@@ -112,21 +119,22 @@ def test_a_neutral_candidate_on_a_slow_server_start_is_inconclusive_over_two_sta
     assert "decided over two baseline starts: INCONCLUSIVE" in shown.stdout, shown.stdout
 
 
-def test_a_controller_killed_in_the_verification_over_two_starts_is_recovered_over_two_starts(world):
-    """SIGKILLed once the verification over two starts is measured, before its outcome is recorded: the next
-    command rolls back again and measures and decides the same plan on the baseline's new start."""
+def test_a_controller_killed_in_the_candidates_second_start_is_recovered_over_server_starts(world):
+    """SIGKILLed once the candidate's second start is measured, before its outcome is recorded (the candidate
+    runs): the next command rolls back, measures the plan on the baseline's new start and decides."""
     cli, dep = world
-    text = _promote_on_a_slow_start(cli, dep, {"DEPLOYCTL_CRASH_AFTER": "VERIFY"})
+    text = _promote_on_a_slow_start(cli, dep, {"DEPLOYCTL_CRASH_AFTER": "SECOND_START"})
     assert cli.started[-1].returncode in (-9, 137), text
     done = cli("status", DEP)
-    assert done.returncode == ExitCode.OK and "stopped during VERIFY" in done.stdout + done.stderr, done.stdout
-    out = _decided_over_starts(cli, dep)
-    assert [b["role"] for b in out["benchmarks"]].count("verify") == 2  # measured again after the recovery
+    assert done.returncode == ExitCode.OK and "stopped during SECOND_START" in done.stdout + done.stderr, done.stdout
+    _decided_over_starts(cli, dep)
 
 
 def test_a_clear_regression_is_rejected_with_no_extra_verification_trials(world):
     cli, dep = world
     out = cli.json("promote", "regressed", "-d", DEP, "--skip-output-gate", expect=ExitCode.REJECTED)
     assert out["result"] == "rejected" and out["verdict"] == "FAIL" and out["starts"] is None, out
-    assert _verify_trials(cli.json("show", str(out["release"]))) == {2: 1}  # verify_concurrency, one trial, as before
+    shown = cli.json("show", str(out["release"]))
+    assert _trials(shown) == {2: 1}  # verify_concurrency, one trial, as before
+    assert "candidate-restart" not in [b["role"] for b in shown["benchmarks"]]  # no second candidate start
     assert installed_profile(cli.box, dep["unit"]) == "baseline"

@@ -461,21 +461,26 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
     judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
     b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}),
-                   bench({1: 121, 64: 1490})])
-    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b), p=p)
+                   bench({1: 120, 64: 1480}), bench({1: 121, 64: 1490})])
+    a = adapters(judge=judge, bench_=b)
+    out, _, _ = await _run(ledger, a, p=p)
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.result is m.Result.INCONCLUSIVE
-    # The verification measured every critical level k times, on the restored baseline's new start ...
-    assert b.calls[-1] == ([1, 64], dict(OVER_STARTS))
+    # The candidate restarted in place and measured on every critical level k times (C2), then the
+    # rollback's verification the same on the restored baseline's new start (B2) ...
+    assert a.units.calls == ["install_trial", "restart", "restart", "restore", "restart"]
+    assert b.calls[-2:] == [([1, 64], dict(OVER_STARTS))] * 2
     assert [len(lv.trials) for lv in out.evidence.verify.levels] == [3, 3]
-    # ... and the candidate was judged against both starts; the drift check only says whether the baseline
-    # moved (no A-B-A reading beside it: one story).
-    (before, after), cand = judge.starts_asked[0]
-    assert before is out.evidence.baseline and after is out.evidence.verify and cand is out.evidence.candidate
+    assert [b.role for b in ledger.benches(out.release_id)] == ["baseline", "candidate", "candidate-restart", "verify"]
+    # ... and the candidate on its two starts was judged against the baseline on its two; the drift check
+    # only says whether the baseline moved (no A-B-A reading beside it: one story).
+    (before, after), (c1, c2) = judge.starts_asked[0]
+    assert (before, after) == (out.evidence.baseline, out.evidence.verify)
+    assert (c1, c2) == (out.evidence.candidate, out.evidence.candidate_again)
     assert judge.drift_asked == [(None, None)]
     assert "a restart offset of up to 6 % could explain it" in out.state.reasons
     # the terminal report and --json say it
-    assert "verdict over two baseline starts (before the promote, after the rollback): INCONCLUSIVE" \
-        in outcome_lines(out)
+    assert ("verdict over server starts (the baseline's before the promote and after the rollback, the candidate's "
+            "its two): INCONCLUSIVE") in outcome_lines(out)
     assert outcome_json(out)["starts"]["outcome"] == "INCONCLUSIVE" and outcome_json(out)["verdict"] == "FAIL"
     assert out.state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain")
     release = ledger.get(out.release_id)
@@ -496,10 +501,29 @@ async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(le
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 1})}))
     verdicts = [JudgeResult(Outcome.INCONCLUSIVE, ("C=64: unclear",), over_starts=OVER_STARTS)]
     judge = FakeJudge(verdicts, starts=_starts(Outcome.FAIL, "over 2 baseline starts: −9 %, limit −5 %"))
-    out, _, _ = await _run(ledger, adapters(judge=judge), p=p, state=m.start(m.Limits(bench_rounds=1)))
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1400}), bench({1: 120, 64: 1390}), bench({1: 120})])
+    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b), p=p, state=m.start(m.Limits(bench_rounds=1)))
     assert out.exit_code == ExitCode.REJECTED
     assert ledger.get(out.release_id).verdict == "FAIL (over two baseline starts)"
     assert out.state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
+
+
+async def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_that(ledger):
+    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS)]
+    judge = FakeJudge(verdicts)
+    a = adapters(judge=judge)
+
+    class CrashesOnItsSecondStart(FakeUnits):
+        async def restart_and_wait(self, name, timeout_s, *, fresh_start=False):
+            if self.calls.count("restart") == 1:  # the candidate's first start was the one before
+                self.outcomes[plan().candidate_text] = StartOutcome(False, "crashed", "exit status 1")
+            return await super().restart_and_wait(name, timeout_s, fresh_start=fresh_start)
+
+    a.units = CrashesOnItsSecondStart()
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED and judge.starts_asked == []
+    assert "the candidate did not come back on a second server start (crashed): exit status 1" in out.state.reasons
+    assert ledger.get(out.release_id).verdict == "FAIL"
 
 
 async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(ledger):
