@@ -16,14 +16,21 @@ level. Four ways of getting the baseline:
 
 The candidate starts with ``min_trials`` at every level; each judgement asks one more trial at every
 level still unclear, up to ``max_trials``; a FAIL anywhere ends the promote. The judge pools the
-spreads of the levels (``judge.pooling``, a far noisier level apart). Cost = every trial run
-(baseline, confirmation, candidate, summed over the levels) × ``--trial-s``, against the fixed design of
-5 baseline + 5 candidate trials a level; the "mean" is over the seven Δ of a σ row, equally weighted.
+spreads of the levels (``judge.pooling``, a far noisier level apart). Then the step over server starts
+(``deployctl.judge.starts``): a FAIL that is not robust to the restart guard, or a final INCONCLUSIVE, is
+decided on the candidate restarted in place (C2, its own restart offset) and the restored baseline on
+its new start (B2), ``verification_plan``'s trials each; ``--baseline-start-only`` leaves C2 out. Cost =
+every trial run (baseline, confirmation, candidate, and B2 and C2 where the step runs, summed over the
+levels) × ``--trial-s``, against the fixed design of 5 baseline + 5 candidate trials a level — not the
+short verification every rollback runs today (1 trial at ``verify_concurrency``), in either design; the
+"mean" is over the seven Δ of a σ row, equally weighted. ``restarts``: server restarts a promote (the
+candidate's start, a rollback's, C2's); ``verif``: B2 + C2 trials a level, over all runs; ``over``:
+the share of runs decided over starts.
 With several levels a row more puts −10 % at the last level only: what one level's regression costs.
 The decisions are vectorised over the runs with the judge's own boundary and decision functions
 (``deployctl.judge.sequential``, ``noise.plan_z``); ``--check`` runs the first runs of every cell through
-the real baseline rounds and ``judge()`` as well and counts any disagreement (baseline size, outcome,
-trials).
+the real baseline rounds, ``judge()``, ``over_starts_needed`` and ``judge_over_starts`` as well and counts
+any disagreement (baseline size, outcome, trials, the verification's plan).
 
     .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 4 min of CPU)
     .venv/bin/python benchmarks/judge_calibration.py --runs 2000     # quicker, coarser
