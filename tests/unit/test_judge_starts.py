@@ -138,7 +138,7 @@ def test_levels_that_move_together_count_as_one_trial_each():
 def test_levels_that_move_together_get_more_verification_trials():
     shocks = [1.0, 1.03, 0.98]
     moved = sweep({c: [1000.0 * s * (1 + 0.001 * (i + j)) for i, s in enumerate(shocks)] for j, c in enumerate(LEVELS)})
-    assert verification_plan(POLICY, moved) == {c: SHOCK_VERIFICATION_TRIALS for c in LEVELS}
+    assert verification_plan(POLICY, moved) == {c: min(SHOCK_VERIFICATION_TRIALS, POLICY.max_trials) for c in LEVELS}
     assert verification_plan(POLICY, B1, start(0.95, [1001.0, 994.0])) == {c: 1 for c in LEVELS}
     assert verification_plan(JudgePolicy(levels={c: LevelRule(role="advisory") for c in LEVELS}), B1) == {}
 
