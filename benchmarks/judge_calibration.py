@@ -16,14 +16,21 @@ level. Four ways of getting the baseline:
 
 The candidate starts with ``min_trials`` at every level; each judgement asks one more trial at every
 level still unclear, up to ``max_trials``; a FAIL anywhere ends the promote. The judge pools the
-spreads of the levels (``judge.pooling``, a far noisier level apart). Cost = every trial run
-(baseline, confirmation, candidate, summed over the levels) × ``--trial-s``, against the fixed design of
-5 baseline + 5 candidate trials a level; the "mean" is over the seven Δ of a σ row, equally weighted.
+spreads of the levels (``judge.pooling``, a far noisier level apart). Then the step over server starts
+(``deployctl.judge.starts``): a FAIL that is not robust to the restart guard, or a final INCONCLUSIVE, is
+decided on the candidate restarted in place (C2, its own restart offset) and the restored baseline on
+its new start (B2), ``verification_plan``'s trials each; ``--baseline-start-only`` leaves C2 out. Cost =
+every trial run (baseline, confirmation, candidate, and B2 and C2 where the step runs, summed over the
+levels) × ``--trial-s``, against the fixed design of 5 baseline + 5 candidate trials a level — not the
+short verification every rollback runs today (1 trial at ``verify_concurrency``), in either design; the
+"mean" is over the seven Δ of a σ row, equally weighted. ``restarts``: server restarts a promote (the
+candidate's start, a rollback's, C2's); ``verif``: B2 + C2 trials a level, over all runs; ``over``:
+the share of runs decided over starts.
 With several levels a row more puts −10 % at the last level only: what one level's regression costs.
 The decisions are vectorised over the runs with the judge's own boundary and decision functions
 (``deployctl.judge.sequential``, ``noise.plan_z``); ``--check`` runs the first runs of every cell through
-the real baseline rounds and ``judge()`` as well and counts any disagreement (baseline size, outcome,
-trials).
+the real baseline rounds, ``judge()``, ``over_starts_needed`` and ``judge_over_starts`` as well and counts
+any disagreement (baseline size, outcome, trials, the verification's plan).
 
     .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 4 min of CPU)
     .venv/bin/python benchmarks/judge_calibration.py --runs 2000     # quicker, coarser
@@ -64,8 +71,8 @@ from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
-    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SWEEP_SHARE, TEST_SHARE, judge_over_starts, over_starts_needed,
-    verification_plan,
+    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, SWEEP_SHARE, TEST_SHARE,
+    judge_over_starts, over_starts_needed, verification_plan,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
@@ -358,19 +365,19 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     shock_b = _trial_effect(base, nb)
     outcome, used = _sequential(mb, ssb, nb, shock_b, cand, prior, prior_df, restart, restart_df, policy,
                                 limit_log, bounds)
-    k = verification_plan(policy, _result(levels, [[1.0]] * L))[levels[0]]
+    k = _verification_trials(base, nb, cand, used, policy, levels)
     outcome, over, verify, again = _over_starts(rng, model, sigma, outcome, used, base, nb, cand, shift, prior,
                                                 prior_df, history, policy, limit_log, bounds, k, c2)
     compared = [i for i in range(min(check, runs))
                 if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)
-                and not any(outlier_indices(list(np.exp(v))) for x in (verify, again) if x is not None for v in x[i])]
+                and not any(outlier_indices(list(np.exp(v[:k[i]]))) for x in (verify, again) if x is not None for v in x[i])]
     mismatches = 0
     for i in compared:
         real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), np.exp(verify[i]),
                      np.exp(again[i]) if again is not None else None, levels, policy,
                      prior[i] if prior is not None else None, prior_df,
                      history.restart_noise(i) if history is not None else None)
-        vectorised = (_CODES[outcome[i]], tuple(used[i]), tuple(nb_fresh[i]))
+        vectorised = (_CODES[outcome[i]], tuple(used[i]), tuple(nb_fresh[i]), int(k[i]) if over[i] else 0)
         if real != vectorised:
             mismatches += 1
             if DEBUG:
@@ -380,7 +387,7 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
         inconclusive=float(np.mean(outcome == 3)), base_trials=float(cost_base.mean() / L),
         cand_trials=float(used.mean()), at_min=float(np.mean((used == lo).all(axis=1))),
         fallback=float(np.mean(~agree)) if reused else 0.0, over_starts=float(over.mean()),
-        verify_trials=float(over.mean() * k * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
+        verify_trials=float((over * k).mean() * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
         mismatches=mismatches, compared=len(compared), compared_over=int(over[compared].sum()),
     )
 
@@ -447,6 +454,25 @@ def _in_force(history: Learned | None, runs: int, excess: np.ndarray | None = No
     return floor
 
 
+def _shares_shock(t_ss: np.ndarray, t_df: np.ndarray, total_ss: np.ndarray, total_df: np.ndarray) -> np.ndarray:
+    """``pooling.shares_shock`` of a trial effect (``t_ss``, ``t_df``) against the rest of a pool, per run."""
+    rest_ss, rest_df = np.maximum(0.0, total_ss - t_ss), total_df - t_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (t_ss / t_df) / (rest_ss / rest_df)
+        crit = fdtri(np.maximum(t_df, 1), np.maximum(rest_df, 1), 1 - SHOCK_ALPHA)
+        return (t_df >= 1) & (t_df < total_df) & (t_ss > 0) & ((rest_ss <= 0) | (f > crit))
+
+
+def _verification_trials(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, used: np.ndarray, policy: JudgePolicy,
+                         levels: tuple[int, ...]) -> np.ndarray:
+    """``starts.verification_plan`` (with the candidate) vectorised: trials a level of each verification start, per run."""
+    each = verification_plan(policy, _result(levels, [[1.0]] * len(levels)))[levels[0]]  # one trial: no shock
+    (_, ssb), (_, ssc) = _within(base, nb), _within(cand, used)
+    (tb, db), (tc, dc) = _trial_effect(base, nb), _trial_effect(cand, used)
+    shock = _shares_shock(tb + tc, db + dc, (ssb + ssc).sum(axis=1), (nb + used - 2).sum(axis=1))
+    return np.minimum(np.where(shock, max(each, SHOCK_VERIFICATION_TRIALS), each), policy.max_trials)
+
+
 def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.ndarray, np.ndarray]],
                  prior: np.ndarray | None, prior_df: int, history: Learned | None, policy: JudgePolicy,
                  limit_log: float, pairs: bool) -> np.ndarray:
@@ -462,11 +488,8 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
         pooled_ss, pooled_df = total_ss + (prior ** 2).mean(axis=1) * kp, total_df + kp
     effects = [_trial_effect(x, n) for side in (base, cand) for x, n in side]
     t_ss, t_df = sum(e[0] for e in effects), sum(e[1] for e in effects)
-    rest_ss, rest_df = np.maximum(0.0, total_ss - t_ss), total_df - t_df
+    shock = _shares_shock(t_ss, t_df, total_ss, total_df)
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = (t_ss / t_df) / (rest_ss / rest_df)
-        crit = fdtri(np.maximum(t_df, 1), np.maximum(rest_df, 1), 1 - SHOCK_ALPHA)
-        shock = (t_df >= 1) & (t_df < total_df) & (t_ss > 0) & ((rest_ss <= 0) | (f > crit))
         level_var = pooled_ss / pooled_df
         sweep_var = np.where(shock, t_ss / t_df, level_var)
     df = np.where(shock, t_df, pooled_df).astype(float)
@@ -502,7 +525,7 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
 def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
                  base: np.ndarray, nb: np.ndarray, cand: np.ndarray, shift: np.ndarray, prior: np.ndarray | None,
                  prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries,
-                 k: int, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+                 k: np.ndarray, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
 
     A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
@@ -521,9 +544,10 @@ def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outc
     robust = judged.any(axis=1) | _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy,
                                                limit_log, pairs=False)
     over = (outcome == 3) | ((outcome == 1) & ~robust)
-    nv = np.full((runs, L), k)
-    verify = model.trials(rng, sigma, (runs, L, k))  # the restored baseline on its new start
-    again = model.trials(rng, sigma, (runs, L, k)) + shift if c2 else None  # the candidate restarted in place
+    nv = np.broadcast_to(k[:, None], (runs, L))
+    # Drawn to max_trials, the first k[run] used: the cross-check cuts them by the real verification_plan.
+    verify = model.trials(rng, sigma, (runs, L, policy.max_trials))  # the restored baseline on its new start
+    again = model.trials(rng, sigma, (runs, L, policy.max_trials)) + shift if c2 else None  # the candidate restarted
     fail = _starts_test([(base, nb), (verify, nv)], [(cand, used)] + ([(again, nv)] if c2 else []), prior, prior_df,
                         history, policy, limit_log, pairs=True)
     return np.where(over, np.where(fail, 1, 3), outcome), over, verify, again
@@ -542,10 +566,10 @@ def _outliers(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndar
 
 def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, verify: np.ndarray,
           again: np.ndarray | None, levels: tuple[int, ...], policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
-          learned_restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...]]:
+          learned_restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...], int]:
     """The same run through the baseline's rounds, ``judge()`` and, where ``over_starts_needed``, ``judge_over_starts``
-    with the verification ``verify`` (and the candidate's second start ``again``): (outcome, candidate trials,
-    fresh baseline size)."""
+    with the first trials ``verification_plan`` asks of the verification ``verify`` (and of the candidate's second
+    start ``again``): (outcome, candidate trials, fresh baseline size, verification trials a level or 0)."""
     learned = {c: NoiseEstimate(float(prior[j]), prior_df) for j, c in enumerate(levels)} if prior is not None else {}
     restart = learned_restart or DEFAULT_RESTART
     measured = first_stage_trials(policy, levels, learned)
@@ -558,13 +582,14 @@ def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray,
         candidate = _result(levels, [list(cand[j, :n[c]]) for j, c in enumerate(levels)])
         verdict = judge(baseline, candidate, policy, learned or None, restart)
         if verdict.final:
-            outcome = verdict.outcome
+            outcome, k = verdict.outcome, 0
             if over_starts_needed(verdict, baseline, candidate, policy, learned or None, learned_restart):
-                restored = _result(levels, [list(v) for v in verify])
-                candidates = [candidate] + ([_result(levels, [list(v) for v in again])] if again is not None else [])
+                k = verification_plan(policy, baseline, candidate)[levels[0]]
+                restored = _result(levels, [list(v[:k]) for v in verify])
+                candidates = [candidate] + ([_result(levels, [list(v[:k]) for v in again])] if again is not None else [])
                 outcome = judge_over_starts([baseline, restored], candidates, policy, learned or None,
                                             learned_restart).outcome
-            return outcome, tuple(n.values()), tuple(measured[c] for c in levels)
+            return outcome, tuple(n.values()), tuple(measured[c] for c in levels), k
         for c, more in verdict.more_trials.items():
             n[c] += more
 
