@@ -16,14 +16,21 @@ level. Four ways of getting the baseline:
 
 The candidate starts with ``min_trials`` at every level; each judgement asks one more trial at every
 level still unclear, up to ``max_trials``; a FAIL anywhere ends the promote. The judge pools the
-spreads of the levels (``judge.pooling``, a far noisier level apart). Cost = every trial run
-(baseline, confirmation, candidate, summed over the levels) × ``--trial-s``, against the fixed design of
-5 baseline + 5 candidate trials a level; the "mean" is over the seven Δ of a σ row, equally weighted.
+spreads of the levels (``judge.pooling``, a far noisier level apart). Then the step over server starts
+(``deployctl.judge.starts``): a FAIL that is not robust to the restart guard, or a final INCONCLUSIVE, is
+decided on the candidate restarted in place (C2, its own restart offset) and the restored baseline on
+its new start (B2), ``verification_plan``'s trials each; ``--baseline-start-only`` leaves C2 out. Cost =
+every trial run (baseline, confirmation, candidate, and B2 and C2 where the step runs, summed over the
+levels) × ``--trial-s``, against the fixed design of 5 baseline + 5 candidate trials a level — not the
+short verification every rollback runs today (1 trial at ``verify_concurrency``), in either design; the
+"mean" is over the seven Δ of a σ row, equally weighted. ``restarts``: server restarts a promote (the
+candidate's start, a rollback's, C2's); ``verif``: B2 + C2 trials a level, over all runs; ``over``:
+the share of runs decided over starts.
 With several levels a row more puts −10 % at the last level only: what one level's regression costs.
 The decisions are vectorised over the runs with the judge's own boundary and decision functions
 (``deployctl.judge.sequential``, ``noise.plan_z``); ``--check`` runs the first runs of every cell through
-the real baseline rounds and ``judge()`` as well and counts any disagreement (baseline size, outcome,
-trials).
+the real baseline rounds, ``judge()``, ``over_starts_needed`` and ``judge_over_starts`` as well and counts
+any disagreement (baseline size, outcome, trials, the verification's plan).
 
     .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 4 min of CPU)
     .venv/bin/python benchmarks/judge_calibration.py --runs 2000     # quicker, coarser
@@ -52,16 +59,21 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-from scipy.special import fdtri, ndtri, stdtrit
+from scipy.special import chdtri, fdtri, ndtri, stdtrit
 
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy
 from deployctl.judge.noise import (
-    DEFAULT_RESTART_WEIGHT, MIN_PLAN_DF, RestartPair, baseline_top_up, first_stage_trials, learn_restart, plan_z,
+    DEFAULT_RESTART_WEIGHT, MIN_PLAN_DF, RESTART_SEEN_ALPHA, RestartPair, baseline_top_up, first_stage_trials, learn_restart, plan_z,
 )
+from deployctl.judge.multiplicity import effective_tests
 from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
+from deployctl.judge.starts import (
+    MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, SWEEP_SHARE, TEST_SHARE,
+    judge_over_starts, over_starts_needed, verification_plan,
+)
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
 )
@@ -126,8 +138,12 @@ class Cell:
     cand_trials: float  # mean candidate trials a level
     at_min: float  # share of runs that stopped at min_trials at every level
     fallback: float  # share of reused runs whose confirmation disagreed
+    over_starts: float = 0.0  # share of runs decided over starts (a non-robust FAIL or a final INCONCLUSIVE)
+    verify_trials: float = 0.0  # mean trials a level of that verification on the new start, over all runs
+    restarts: float = 0.0  # server restarts per promote: the candidate's start, a rollback's
     mismatches: int = 0
     compared: int = 0  # runs put through judge() as well
+    compared_over: int = 0  # of them, runs decided over starts (through judge_over_starts as well)
 
 
 def _within(x: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,26 +235,45 @@ def plan(values: np.ndarray, prior: np.ndarray | None, prior_df: int, policy: Ju
 
 class Boundaries:
     """fail_t / pass_t per (baseline trials, candidate trials, df): the judge's ``look_boundary`` tails, then
-    its t quantile (``sequential._t``) vectorised over the (fractional) effective df."""
+    its t quantile (``sequential._t``) vectorised over the (fractional) effective df. ``false_fail``: the
+    per-test rate of independent levels; ``tests`` (per run) the levels' worth when they move together."""
 
     def __init__(self, policy: JudgePolicy, false_fail: float) -> None:
         self.policy, self.false_fail = policy, false_fail
-        self.cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self.cache: dict[tuple[int, int, float], tuple[float, float]] = {}
 
-    def __call__(self, nb: np.ndarray, n: np.ndarray, df: np.ndarray) -> SimpleNamespace:
-        keys = np.stack([nb, n], axis=-1).reshape(-1, 2)
+    def __call__(self, nb: np.ndarray, n: np.ndarray, df: np.ndarray, tests: np.ndarray | None = None) -> SimpleNamespace:
+        rate = np.broadcast_to((self.false_fail if tests is None else self.policy.false_fail / tests[:, None]), nb.shape)
+        keys = np.stack([nb, n, rate], axis=-1).reshape(-1, 3)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        table = np.array([self._one(*map(int, k)) for k in uniq])
+        table = np.array([self._one(int(k[0]), int(k[1]), float(k[2])) for k in uniq])
         f, p = table[inverse.ravel(), 0].reshape(nb.shape), table[inverse.ravel(), 1].reshape(nb.shape)
         return SimpleNamespace(fail_t=_t(1 - f, df), pass_t=_t(1 - p, df))
 
-    def _one(self, nb: int, n: int) -> tuple[float, float]:
-        if (nb, n) not in self.cache:
+    def _one(self, nb: int, n: int, rate: float) -> tuple[float, float]:
+        if (nb, n, rate) not in self.cache:
             p = self.policy
-            b = look_boundary(nb, n, p.min_trials, p.max_trials, 10, false_fail=self.false_fail, miss=p.miss,
+            b = look_boundary(nb, n, p.min_trials, p.max_trials, 10, false_fail=rate, miss=p.miss,
                               rho=SPENDING_RHO)
-            self.cache[(nb, n)] = (b.fail_tail, b.pass_tail)
-        return self.cache[(nb, n)]
+            self.cache[(nb, n, rate)] = (b.fail_tail, b.pass_tail)
+        return self.cache[(nb, n, rate)]
+
+
+def _levels_worth(ss: np.ndarray, df: np.ndarray, shock: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per run, the tests the levels are worth (``verdict.sweep_correlation``, ``multiplicity.effective_tests``)."""
+    L = ss.shape[1]
+    t_ss, t_df = shock
+    total_ss, total_df = ss.sum(axis=1), df.sum(axis=1)
+    rest_ss, rest_df = np.maximum(0.0, total_ss - t_ss), total_df - t_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (t_ss / t_df) / (rest_ss / rest_df)
+        crit = fdtri(np.maximum(t_df, 1), np.maximum(rest_df, 1), 1 - SHOCK_ALPHA)
+        excess = np.where(rest_ss > 0, f / crit - 1, np.inf)
+        r = np.where(np.isinf(excess), 1.0, excess / (excess + L))
+    seen = (t_df >= 1) & (t_df < total_df) & (rest_df >= 1) & (t_ss > 0) & ((rest_ss <= 0) | (f > crit))
+    r = np.where(seen, np.maximum(r, 0.0), 0.0)
+    uniq, inverse = np.unique(r, return_inverse=True)
+    return np.array([effective_tests(L, float(v), math.inf) for v in uniq])[inverse.ravel()]
 
 
 def _t(q: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -263,6 +298,15 @@ class Learned:
         excess = ((self.pair_diff ** 2).sum(axis=1) - pairs * self.pair_scale * mean_square) / 2
         return np.sqrt(np.maximum(0.0, (k * DEFAULT_RESTART_SIGMA ** 2 + excess) / (k + pairs)))
 
+    def in_test(self) -> tuple[np.ndarray, np.ndarray]:
+        """``RestartNoise.in_test`` vectorised: per run the restart σ the one-start test uses, and whether it
+        is the learned one (``noise.restart_seen``; else the default, known)."""
+        pairs = self.pair_diff.shape[1]
+        mean_square = self.pair_ss.sum(axis=1) / (self.pair_df * pairs)
+        ratio = (self.pair_diff ** 2).sum(axis=1) / (pairs * self.pair_scale * mean_square)
+        seen = ratio > fdtri(pairs, self.pair_df * pairs, 1 - RESTART_SEEN_ALPHA)
+        return np.where(seen, self.restart(), DEFAULT_RESTART_SIGMA), seen
+
     def restart_noise(self, i: int) -> RestartNoise:
         return learn_restart([RestartPair(float(d), self.pair_scale, float(ss), self.pair_df)
                               for d, ss in zip(self.pair_diff[i], self.pair_ss[i])])
@@ -283,20 +327,24 @@ def learned_history(rng: np.random.Generator, sigma: float, model: NoiseModel, r
 
 def simulate(rng: np.random.Generator, sigma: float, change: float, policy: JudgePolicy, runs: int,
              levels: tuple[int, ...], reused: bool, learned: bool, prior_df: int, check: int,
-             bounds: Boundaries, one_level: bool = False, model: NoiseModel = IID, pairs: int = 8) -> Cell:
+             bounds: Boundaries, one_level: bool = False, model: NoiseModel = IID, pairs: int = 8,
+             c2: bool = True) -> Cell:
     lo, hi = policy.min_trials, policy.max_trials
     L = len(levels)
     limit_log = -math.log1p(-policy.limit_pct / 100)
     history = learned_history(rng, sigma, model, runs, L, prior_df, pairs) if learned else None
     prior = history.sigma if history is not None else None
-    restart = history.restart() if history is not None else np.full(runs, DEFAULT_RESTART_SIGMA)
-    restart_df = DEFAULT_RESTART_WEIGHT + pairs if history is not None else None
+    restart, seen = history.in_test() if history is not None else (np.full(runs, DEFAULT_RESTART_SIGMA),
+                                                                    np.zeros(runs, bool))
+    restart_df = np.where(seen, DEFAULT_RESTART_WEIGHT + pairs, np.inf)  # inf: known
     live = model.trials(rng, sigma, (runs, L, hi + 2))  # the live server: a fresh baseline, a confirmation
     fresh = live[:, :, :hi + 1].copy()
     fresh[:, :, hi] = 0.0
     cand = model.trials(rng, sigma, (runs, L, hi))  # the candidate's own start
-    cand[:, -1 if one_level else slice(None), :] += math.log1p(change)
-    planned = restart if history is not None else np.zeros(runs)  # noise._planned_restart: the default is not
+    shift = np.zeros((1, L, 1))
+    shift[:, -1 if one_level else slice(None), :] = math.log1p(change)
+    cand += shift
+    planned = np.where(seen, restart, 0.0)  # noise._planned_restart: the default is not
     nb_fresh = plan(fresh, prior, prior_df, policy, bounds.false_fail, planned)
     base, nb = fresh, nb_fresh
     cost_base = nb_fresh.sum(axis=1).astype(float)
@@ -317,13 +365,19 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
     shock_b = _trial_effect(base, nb)
     outcome, used = _sequential(mb, ssb, nb, shock_b, cand, prior, prior_df, restart, restart_df, policy,
                                 limit_log, bounds)
-    compared = [i for i in range(min(check, runs)) if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)]
+    k = _verification_trials(base, nb, cand, used, policy, levels)
+    outcome, over, verify, again = _over_starts(rng, model, sigma, outcome, used, base, nb, cand, shift, prior,
+                                                prior_df, history, policy, limit_log, bounds, k, c2)
+    compared = [i for i in range(min(check, runs))
+                if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)
+                and not any(outlier_indices(list(np.exp(v[:k[i]]))) for x in (verify, again) if x is not None for v in x[i])]
     mismatches = 0
     for i in compared:
-        real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), levels, policy,
+        real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), np.exp(verify[i]),
+                     np.exp(again[i]) if again is not None else None, levels, policy,
                      prior[i] if prior is not None else None, prior_df,
                      history.restart_noise(i) if history is not None else None)
-        vectorised = (_CODES[outcome[i]], tuple(used[i]), tuple(nb_fresh[i]))
+        vectorised = (_CODES[outcome[i]], tuple(used[i]), tuple(nb_fresh[i]), int(k[i]) if over[i] else 0)
         if real != vectorised:
             mismatches += 1
             if DEBUG:
@@ -332,13 +386,15 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
         fail=float(np.mean(outcome == 1)), passed=float(np.mean(outcome == 2)),
         inconclusive=float(np.mean(outcome == 3)), base_trials=float(cost_base.mean() / L),
         cand_trials=float(used.mean()), at_min=float(np.mean((used == lo).all(axis=1))),
-        fallback=float(np.mean(~agree)) if reused else 0.0, mismatches=mismatches, compared=len(compared),
+        fallback=float(np.mean(~agree)) if reused else 0.0, over_starts=float(over.mean()),
+        verify_trials=float((over * k).mean() * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
+        mismatches=mismatches, compared=len(compared), compared_over=int(over[compared].sum()),
     )
 
 
 def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray],
                 cand: np.ndarray, prior: np.ndarray | None, prior_df: int, restart: np.ndarray,
-                restart_df: int | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
+                restart_df: np.ndarray, policy: JudgePolicy, limit_log: float, bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
     """Outcome code per run and candidate trials per (run, level), as judge() and promote would reach them."""
     lo, hi = policy.min_trials, policy.max_trials
     runs, L = mb.shape
@@ -352,14 +408,8 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
             return outcome, n
         mc = np.choose(n - lo, [stats[k][0] for k in range(lo, hi + 1)])
         ssc = np.choose(n - lo, [stats[k][1] for k in range(lo, hi + 1)])
-        t_c = _trial_effect(cand, n)
-        shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
-        use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
-        within = use_ss / use_df * (1 / nb + 1 / n)
-        se = np.sqrt(within + between)
-        df = eff if restart_df is None else np.where(
-            between > 0, np.minimum(eff, _satterthwaite([(within, eff), (between + 0 * within, np.full(within.shape, restart_df))])), eff)
-        failed, passed = decide(mb - mc, se, bounds(nb, n, df), limit_log)
+        failed, passed = _look(mb, ssb, nb, shock_b, cand, n, mc, ssc, prior, prior_df, between, restart_df,
+                               limit_log, bounds)
         unknown = ~failed & ~passed
         asks = unknown & (n < hi)
         outcome[open_ & failed.any(axis=1)] = 1
@@ -367,6 +417,140 @@ def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[
         outcome[still & ~unknown.any(axis=1)] = 2
         outcome[still & unknown.any(axis=1) & ~asks.any(axis=1)] = 3
         n = n + (asks & (outcome == 0)[:, None])
+
+
+def _look(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray], cand: np.ndarray,
+          n: np.ndarray, mc: np.ndarray, ssc: np.ndarray, prior: np.ndarray | None, prior_df: int,
+          between: np.ndarray, restart_df: np.ndarray, limit_log: float,
+          bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
+    """One look of ``judge()`` at ``n[run, level]`` candidate trials (mean ``mc``, spread ``ssc``): (failed, passed).
+    ``restart_df[run]``: the restart σ's df, inf where it is known."""
+    t_c = _trial_effect(cand, n)
+    shock = (shock_b[0] + t_c[0], shock_b[1] + t_c[1])
+    use_ss, use_df, eff, _ = pooled(ssb + ssc, nb + n - 2, prior, prior_df, shock)
+    within = use_ss / use_df * (1 / nb + 1 / n)
+    se = np.sqrt(within + between)
+    learned = (between > 0) & np.isfinite(restart_df)[:, None]
+    satt = _satterthwaite([(within, eff), (between + 0 * within, np.broadcast_to(
+        np.where(np.isfinite(restart_df), restart_df, 1.0)[:, None], within.shape))])
+    df = np.where(learned, np.minimum(eff, satt), eff)
+    tests = _levels_worth(ssb + ssc, nb + n - 2, shock)
+    return decide(mb - mc, se, bounds(nb, n, df, tests), limit_log)
+
+
+def _in_force(history: Learned | None, runs: int, excess: np.ndarray | None = None, count: int = 0) -> np.ndarray:
+    """``starts.restart_in_force`` vectorised: the σ_r per run deciding over starts allows for (``excess`` over
+    ``count`` pairs: this promote's own pairs of starts, pooled in)."""
+    weight = DEFAULT_RESTART_WEIGHT + (history.pair_diff.shape[1] if history is not None else 0)
+    sigma2 = history.restart() ** 2 if history is not None else np.full(runs, DEFAULT_RESTART_SIGMA ** 2)
+    if count:
+        sigma2 = np.maximum(0.0, (weight * sigma2 + excess) / (weight + count))
+        weight += count
+    floor = np.maximum(RESTART_GUARD, np.sqrt(sigma2))
+    pairs = weight - DEFAULT_RESTART_WEIGHT
+    if pairs >= MIN_RESTART_PAIRS:
+        bound = np.sqrt(sigma2 * pairs / chdtri(pairs, RESTART_BOUND))
+        return np.where(bound < RESTART_GUARD, bound, floor)
+    return floor
+
+
+def _shares_shock(t_ss: np.ndarray, t_df: np.ndarray, total_ss: np.ndarray, total_df: np.ndarray) -> np.ndarray:
+    """``pooling.shares_shock`` of a trial effect (``t_ss``, ``t_df``) against the rest of a pool, per run."""
+    rest_ss, rest_df = np.maximum(0.0, total_ss - t_ss), total_df - t_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (t_ss / t_df) / (rest_ss / rest_df)
+        crit = fdtri(np.maximum(t_df, 1), np.maximum(rest_df, 1), 1 - SHOCK_ALPHA)
+        return (t_df >= 1) & (t_df < total_df) & (t_ss > 0) & ((rest_ss <= 0) | (f > crit))
+
+
+def _verification_trials(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, used: np.ndarray, policy: JudgePolicy,
+                         levels: tuple[int, ...]) -> np.ndarray:
+    """``starts.verification_plan`` (with the candidate) vectorised: trials a level of each verification start, per run."""
+    each = verification_plan(policy, _result(levels, [[1.0]] * len(levels)))[levels[0]]  # one trial: no shock
+    (_, ssb), (_, ssc) = _within(base, nb), _within(cand, used)
+    (tb, db), (tc, dc) = _trial_effect(base, nb), _trial_effect(cand, used)
+    shock = _shares_shock(tb + tc, db + dc, (ssb + ssc).sum(axis=1), (nb + used - 2).sum(axis=1))
+    return np.minimum(np.where(shock, max(each, SHOCK_VERIFICATION_TRIALS), each), policy.max_trials)
+
+
+def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.ndarray, np.ndarray]],
+                 prior: np.ndarray | None, prior_df: int, history: Learned | None, policy: JudgePolicy,
+                 limit_log: float, pairs: bool) -> np.ndarray:
+    """``starts._compare`` vectorised: whether the test over these starts (each ``(values, trials)``) fails, per run."""
+    runs, L = base[0][1].shape
+    kb, kc = len(base), len(cand)
+    means = [[_within(x, n) for x, n in side] for side in (base, cand)]
+    total_ss = sum(ss for side in means for _, ss in side).sum(axis=1)
+    total_df = sum(n - 1 for side in (base, cand) for _, n in side).sum(axis=1)
+    pooled_ss, pooled_df = total_ss, total_df
+    if prior is not None:  # noise.mean_estimate pooled in (stats.pool)
+        kp = min(prior_df, MAX_PRIOR_DF)
+        pooled_ss, pooled_df = total_ss + (prior ** 2).mean(axis=1) * kp, total_df + kp
+    effects = [_trial_effect(x, n) for side in (base, cand) for x, n in side]
+    t_ss, t_df = sum(e[0] for e in effects), sum(e[1] for e in effects)
+    shock = _shares_shock(t_ss, t_df, total_ss, total_df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level_var = pooled_ss / pooled_df
+        sweep_var = np.where(shock, t_ss / t_df, level_var)
+    df = np.where(shock, t_df, pooled_df).astype(float)
+    excess, count = np.zeros(runs), 0
+    if pairs:
+        for side, stats in zip((base, cand), means):
+            if len(side) > 1:
+                sweeps = [m.mean(axis=1) for m, _ in stats]
+                centre = sum(sweeps) / len(sweeps)
+                trials = sum(sweep_var / L ** 2 * (1 / n).sum(axis=1) for _, n in side)
+                excess = excess + sum((m - centre) ** 2 for m in sweeps) - (len(side) - 1) / len(side) * trials
+                count += len(side) - 1
+    sigma_r = _in_force(history, runs, excess, count)
+    between = sigma_r ** 2 * (1 / kb + 1 / kc)
+    diffs = sum(m for m, _ in means[1]) / kc - sum(m for m, _ in means[0]) / kb
+    weights = sum(1 / n for _, n in cand) / kc ** 2 + sum(1 / n for _, n in base) / kb ** 2
+    alpha = policy.false_fail * TEST_SHARE
+    one = L == 1
+    within = sweep_var / L ** 2 * weights.sum(axis=1)
+    se = np.sqrt(within + between)
+    d = diffs.mean(axis=1)
+    eff = _satterthwaite([(within, df), (between, None)])
+    failed = (-d > limit_log) & (-d > _t(1 - (alpha if one else alpha * SWEEP_SHARE), eff) * se)
+    if not one:
+        within_l = level_var[:, None] * weights
+        se_l = np.sqrt(within_l + between[:, None])
+        eff_l = _satterthwaite([(within_l, df[:, None]), (np.broadcast_to(between[:, None], within_l.shape), None)])
+        q = _t(1 - alpha * (1 - SWEEP_SHARE) / L, eff_l)
+        failed |= ((-diffs > limit_log) & (-diffs > q * se_l)).any(axis=1)
+    return failed
+
+
+def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
+                 base: np.ndarray, nb: np.ndarray, cand: np.ndarray, shift: np.ndarray, prior: np.ndarray | None,
+                 prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries,
+                 k: np.ndarray, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
+
+    A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
+    variance is robust; any other
+    FAIL and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
+    restored baseline on its new start (B2), ``k`` trials a level (``verification_plan``) each with its own restart
+    offset, and ``judge_over_starts`` decides: FAIL or INCONCLUSIVE. Returns (the final outcome code, which
+    runs were decided over starts, the verification B2, the candidate's second start C2 or None).
+    """
+    runs, L = nb.shape
+    mb, ssb = _within(base, nb)
+    mc, ssc = _within(cand, used)
+    guard = _in_force(history, runs)
+    judged, _ = _look(mb, ssb, nb, _trial_effect(base, nb), cand, used, mc, ssc, prior, prior_df,
+                      2 * guard[:, None] ** 2, np.full(runs, np.inf), limit_log, bounds)
+    robust = judged.any(axis=1) | _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy,
+                                               limit_log, pairs=False)
+    over = (outcome == 3) | ((outcome == 1) & ~robust)
+    nv = np.broadcast_to(k[:, None], (runs, L))
+    # Drawn to max_trials, the first k[run] used: the cross-check cuts them by the real verification_plan.
+    verify = model.trials(rng, sigma, (runs, L, policy.max_trials))  # the restored baseline on its new start
+    again = model.trials(rng, sigma, (runs, L, policy.max_trials)) + shift if c2 else None  # the candidate restarted
+    fail = _starts_test([(base, nb), (verify, nv)], [(cand, used)] + ([(again, nv)] if c2 else []), prior, prior_df,
+                        history, policy, limit_log, pairs=True)
+    return np.where(over, np.where(fail, 1, 3), outcome), over, verify, again
 
 
 def _outliers(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, lo: int) -> bool:
@@ -380,12 +564,14 @@ def _outliers(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndar
     return False
 
 
-def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, levels: tuple[int, ...],
-          policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
-          restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...]]:
-    """The same run through the baseline's rounds and ``judge()``: (outcome, candidate trials, fresh baseline size)."""
+def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, verify: np.ndarray,
+          again: np.ndarray | None, levels: tuple[int, ...], policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
+          learned_restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...], int]:
+    """The same run through the baseline's rounds, ``judge()`` and, where ``over_starts_needed``, ``judge_over_starts``
+    with the first trials ``verification_plan`` asks of the verification ``verify`` (and of the candidate's second
+    start ``again``): (outcome, candidate trials, fresh baseline size, verification trials a level or 0)."""
     learned = {c: NoiseEstimate(float(prior[j]), prior_df) for j, c in enumerate(levels)} if prior is not None else {}
-    restart = restart or DEFAULT_RESTART
+    restart = learned_restart or DEFAULT_RESTART
     measured = first_stage_trials(policy, levels, learned)
     while more := baseline_top_up(policy, _result(levels, [list(fresh[j, :measured[c]]) for j, c in enumerate(levels)]),
                                   learned, restart):
@@ -396,7 +582,14 @@ def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray,
         candidate = _result(levels, [list(cand[j, :n[c]]) for j, c in enumerate(levels)])
         verdict = judge(baseline, candidate, policy, learned or None, restart)
         if verdict.final:
-            return verdict.outcome, tuple(n.values()), tuple(measured[c] for c in levels)
+            outcome, k = verdict.outcome, 0
+            if over_starts_needed(verdict, baseline, candidate, policy, learned or None, learned_restart):
+                k = verification_plan(policy, baseline, candidate)[levels[0]]
+                restored = _result(levels, [list(v[:k]) for v in verify])
+                candidates = [candidate] + ([_result(levels, [list(v[:k]) for v in again])] if again is not None else [])
+                outcome = judge_over_starts([baseline, restored], candidates, policy, learned or None,
+                                            learned_restart).outcome
+            return outcome, tuple(n.values()), tuple(measured[c] for c in levels), k
         for c, more in verdict.more_trials.items():
             n[c] += more
 
@@ -413,19 +606,20 @@ def _result(levels: tuple[int, ...], values: list[list[float]]) -> BenchResult:
 
 
 def cross_check(model: NoiseModel, runs: int, seed: int = 7, changes: tuple[float, ...] = (0.0, -0.05, -0.10),
-                sigma: float = 0.03) -> tuple[int, int]:
-    """(disagreements, runs compared) between the vectorised decisions and ``judge()`` under ``model``,
-    over both sweeps, every way of getting the baseline and ``changes`` — what the unit test runs small."""
+                sigma: float = 0.03, c2: bool = True) -> tuple[int, int, int]:
+    """(disagreements, runs compared, of them decided over starts) between the vectorised decisions and
+    ``judge()`` (then ``judge_over_starts``) under ``model``, over both sweeps, every way of getting the
+    baseline and ``changes`` — what the unit test runs small."""
     rng = np.random.default_rng(seed)
     policy = JudgePolicy()
-    mismatches = compared = 0
+    mismatches = compared = over = 0
     for levels in ((BenchPolicy().concurrency[-1],), tuple(BenchPolicy().concurrency)):
         bounds = Boundaries(policy, false_fail_per_test(policy, levels))
         for (where, learned), change in itertools.product(SCENARIOS, changes):
             cell = simulate(rng, sigma, change, policy, runs, levels, where == "reused", learned, 16, runs, bounds,
-                            model=model)
-            mismatches, compared = mismatches + cell.mismatches, compared + cell.compared
-    return mismatches, compared
+                            model=model, c2=c2)
+            mismatches, compared, over = mismatches + cell.mismatches, compared + cell.compared, over + cell.compared_over
+    return mismatches, compared, over
 
 
 def main() -> None:
@@ -452,6 +646,8 @@ def main() -> None:
                     help="one critical level, the default 5-level sweep, or both")
     ap.add_argument("--scenarios", default="fresh,fresh+σ,reused,reused+σ",
                     help="which ways of getting the baseline, comma-separated (default: all four)")
+    ap.add_argument("--baseline-start-only", action="store_true",
+                    help="decide over starts without restarting the candidate (B2 only, no C2): the design it replaced")
     args = ap.parse_args()
     if args.tails_df is not None and args.tails_df <= 2:
         ap.error("--tails-df must be above 2 (the noise needs a variance to scale to σ)")
@@ -482,29 +678,32 @@ def main() -> None:
             for where, learned in [sc for sc in SCENARIOS if sc[0] + ("+σ" if sc[1] else "") in chosen]:
                 name = where + (" + learned σ" if learned else "")
                 print(f"## {len(levels)} critical level(s) {list(levels)}, {name} (fixed design {fixed_s:g} trial-s)")
-                print(f"{'σ':>4} {'Δ':>5} {'FAIL':>7} {'PASS':>6} {'INCONC':>6} {'base':>5} {'cand':>5} {'at min':>6} "
-                      f"{'trial-s':>8} {'of fixed':>8}" + (f" {'fallback':>8}" if where == "reused" else ""))
+                print(f"{'σ':>4} {'Δ':>5} {'FAIL':>7} {'PASS':>6} {'INCONC':>6} {'base':>5} {'cand':>5} {'verif':>5} "
+                      f"{'over':>6} {'restarts':>8} {'at min':>6} {'trial-s':>8} {'of fixed':>8}"
+                      + (f" {'fallback':>8}" if where == "reused" else ""))
                 per_sigma = {}
                 cells: dict[tuple[float, float | str], Cell] = {}
                 for sigma in SIGMAS:
                     costs = []
                     for change in changes:
                         cell = simulate(rng, sigma, change, policy, args.runs, levels, where == "reused", learned,
-                                        args.prior_df, args.check, bounds, model=model, pairs=args.restart_pairs)
+                                        args.prior_df, args.check, bounds, model=model, pairs=args.restart_pairs,
+                                        c2=not args.baseline_start_only)
                         cells[(sigma, change)] = cell
                         mismatches, compared = mismatches + cell.mismatches, compared + cell.compared
-                        cost = (cell.base_trials + cell.cand_trials) * args.trial_s * len(levels)
+                        cost = (cell.base_trials + cell.cand_trials + cell.verify_trials) * args.trial_s * len(levels)
                         costs.append(cost)
                         print(f"{100 * sigma:3.0f}% {100 * change:+4.0f}% {100 * cell.fail:6.2f}% "
                               f"{100 * cell.passed:5.1f}% {100 * cell.inconclusive:5.1f}% {cell.base_trials:5.2f} "
-                              f"{cell.cand_trials:5.2f} {100 * cell.at_min:5.1f}% {cost:8.0f} "
+                              f"{cell.cand_trials:5.2f} {cell.verify_trials:5.2f} {100 * cell.over_starts:5.1f}% "
+                              f"{cell.restarts:8.2f} {100 * cell.at_min:5.1f}% {cost:8.0f} "
                               f"{100 * cost / fixed_s:7.0f}%" + (f" {100 * cell.fallback:7.2f}%" if where == "reused" else ""))
                     if len(changes) == len(CHANGES):
                         per_sigma[sigma] = sum(costs) / len(costs)
                     if len(levels) > 1 and not args.targets_only:
                         cell = simulate(rng, sigma, -0.10, policy, args.runs, levels, where == "reused", learned,
                                         args.prior_df, args.check, bounds, one_level=True, model=model,
-                                        pairs=args.restart_pairs)
+                                        pairs=args.restart_pairs, c2=not args.baseline_start_only)
                         cells[(sigma, "one")] = cell
                         mismatches, compared = mismatches + cell.mismatches, compared + cell.compared
                         print(f"{100 * sigma:3.0f}% −10% at C={levels[-1]} only: FAIL {100 * cell.fail:.2f} %, "

@@ -60,6 +60,13 @@ restart, read the startup log (startup gates), benchmark, judge against the base
 roll back to the known-good unit and verify it. Every step is written to the ledger before it happens;
 a controller killed at any point is recovered by the next deployctl command on that deployment.
 
+A FAIL that a slower server start could explain (one that would not survive a 2 % restart offset a start),
+and an INCONCLUSIVE the trial budget could not settle, are decided over server starts: the candidate is
+restarted in place and measured again at every critical level, then rolled back, and the rollback's
+verification measures the same levels on the restored baseline's new start; the candidate on its two
+starts is judged against the baseline on its two: FAIL → rejected (exit 10); otherwise inconclusive
+(exit 11), never rejected on a restart offset. docs/promote.md has the rule and what each case prints.
+
 Pre-flight follows the rule of `deployctl check`: an ERROR refuses (exit 3, nothing restarted), a WARN
 is printed and the promote goes on (`deployctl check --strict` first, to stop on warnings).
 

@@ -74,7 +74,8 @@ def _report(report: ReportLike) -> StartupReport:
 
 def _not_ready(report: StartupReport) -> str:
     if report.failure is not None:
-        where = f" on rank {report.failure.rank}" if report.failure.rank is not None else ""
+        failed = report.failure
+        where = f" on {failed.rank_kind} rank {failed.rank}" if failed.rank is not None else ""
         return f"the candidate did not start{where}: {report.failure.kind}: {report.failure.message}"
     phase = f" (last phase: {report.phase})" if report.phase else ""
     return f"the candidate never reported ready{phase}"

@@ -15,7 +15,8 @@ capped (``MAX_PRIOR_DF``) so that old history never drowns what the host does no
 A second component no within-run spread can show is the **restart** offset: each server start has its
 own speed, and the baseline and the candidate always run on two starts. ``restart_pair`` reads it off
 two measurements of the same unit on two starts (a rollback's verification against the baseline before
-the promote, an A/A promote's candidate against its baseline); ``learn_restart`` pools such pairs into
+the promote, an A/A promote's candidate against its baseline, the first canary watch on a new start
+against the release's reference measured on an earlier one); ``learn_restart`` pools such pairs into
 a ``RestartNoise``, with ``DEFAULT_RESTART_SIGMA`` weighing as ``DEFAULT_RESTART_WEIGHT`` pairs so the
 estimate moves off the default as the host's own pairs come in.
 """
@@ -23,10 +24,11 @@ estimate moves off the default as the host's own pairs come in.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from scipy.special import ndtri
+from scipy.special import fdtri, ndtri
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
@@ -168,7 +170,8 @@ def baseline_plan(
             false_fail=false_fail, miss=policy.miss, least=policy.min_trials, most=policy.max_trials,
             # The split of the miss over the levels assumes their errors independent; levels that move
             # together (a shared per-trial shock seen) fail together or not at all: sized as one.
-            levels=1 if c in shared and shared[c].components else decisive, restart_sigma=_planned_restart(restart),
+            levels=1 if c in shared and shared[c].components else decisive,
+            restart_sigma=_planned_restart(restart.in_test()),
         )
     return plan
 
@@ -270,6 +273,19 @@ DEFAULT_RESTART_WEIGHT = 4
 
 
 @dataclass(frozen=True)
+class PairSource:
+    """What measured a restart pair's second side, in the operator's words (one, many)."""
+
+    one: str
+    many: str
+
+
+ROLLBACK_VERIFICATION = PairSource("rollback verification", "rollback verifications")
+AA_PROMOTE = PairSource("A/A promote", "A/A promotes")
+WATCH_AFTER_RESTART = PairSource("canary watch after a restart", "canary watches after a restart")
+
+
+@dataclass(frozen=True)
 class RestartPair:
     """One unit measured on two server starts: the difference of its sweep means, and what the trials alone
     make that difference vary by — ``scale`` times the mean square of a trial's mean over the levels, of
@@ -279,10 +295,12 @@ class RestartPair:
     scale: float  # Σ (1/n_after + 1/n_before) over the levels / levels²
     ss: float
     df: int
+    source: PairSource | None = None  # None: not said (the calibration's simulated pairs)
 
 
 def restart_pair(
-    before: BenchResult, after: BenchResult, metric: str, learned: Mapping[int, NoiseEstimate]
+    before: BenchResult, after: BenchResult, metric: str, learned: Mapping[int, NoiseEstimate],
+    source: PairSource | None = None,
 ) -> RestartPair | None:
     """The restart pair of two measurements of one unit on two starts, None without a common level.
 
@@ -308,16 +326,17 @@ def restart_pair(
     count = len(diffs)
     scale = sum(weights) / count ** 2
     if shock.df >= 1:  # L × the variance of a trial's mean over the levels, with any shared shock in it
-        return RestartPair(sum(diffs) / count, scale, shock.ss, shock.df)
+        return RestartPair(sum(diffs) / count, scale, shock.ss, shock.df, source)
     spreads = sweep_spreads(before, None, metric)
     ss, df = sum(sp.ss for sp in spreads.values()), sum(sp.df for sp in spreads.values())
-    noise = pool(_mean_estimate(learned, list(spreads)), ss, df)
+    noise = pool(mean_estimate(learned, list(spreads)), ss, df)
     if noise is None:
         return None
-    return RestartPair(sum(diffs) / count, scale, noise.sigma ** 2 * noise.df, noise.df)
+    return RestartPair(sum(diffs) / count, scale, noise.sigma ** 2 * noise.df, noise.df, source)
 
 
-def _mean_estimate(learned: Mapping[int, NoiseEstimate], levels: Sequence[int]) -> NoiseEstimate | None:
+def mean_estimate(learned: Mapping[int, NoiseEstimate], levels: Sequence[int]) -> NoiseEstimate | None:
+    """The learned σ of a sweep's levels as one estimate (mean variance, the fewest df), None if none is learned."""
     known = [learned[c] for c in levels if c in learned]
     if not known:
         return None
@@ -345,4 +364,26 @@ def learn_restart(pairs: Sequence[RestartPair]) -> RestartNoise:
     k = DEFAULT_RESTART_WEIGHT
     sigma2 = max(0.0, (k * DEFAULT_RESTART_SIGMA ** 2 + excess) / (k + len(used)))
     return RestartNoise(math.sqrt(sigma2), k + len(used),
-                        f"learned from {len(used)} restart pair(s) of this host, the default weighing as {k}")
+                        f"learned from {len(used)} restart pair(s) of this host{_sources(used)}, the default "
+                        f"weighing as {k}", seen=restart_seen(used, mean_square, df))
+
+
+# The pairs show a restart offset when their differences' mean square exceeds what the trials alone give
+# at this level (an F test); below it ``RestartNoise.in_test`` keeps the default.
+RESTART_SEEN_ALPHA = 0.05
+
+
+def restart_seen(pairs: Sequence[RestartPair], mean_square: float, df: int) -> bool:
+    """Whether ``Σ d²`` over what the trials alone make it (``m̄ · Σ scale``) is beyond chance: F(pairs, df)."""
+    expected = mean_square * sum(p.scale for p in pairs)
+    if df < 1 or expected <= 0:
+        return True  # nothing to hold the differences against: as learned
+    ratio = sum(p.difference ** 2 for p in pairs) / expected
+    return ratio > float(fdtri(len(pairs), df, 1 - RESTART_SEEN_ALPHA))
+
+
+def _sources(pairs: Sequence[RestartPair]) -> str:
+    """`` (2 rollback verifications, 1 canary watch after a restart)``; nothing when no pair says."""
+    counts = Counter(p.source for p in pairs if p.source is not None)
+    said = [f"{n} {source.one if n == 1 else source.many}" for source, n in counts.most_common()]
+    return f" ({', '.join(said)})" if said else ""

@@ -110,6 +110,24 @@ def shares_shock(shock: Spread, rest: Spread, alpha: float = SHOCK_ALPHA) -> boo
     return (shock.ss / shock.df) / (rest.ss / rest.df) > float(fdtri(shock.df, rest.df, 1 - alpha))
 
 
+def shock_correlation(shock: Spread, rest: Spread, levels: int, alpha: float = SHOCK_ALPHA) -> float:
+    """A lower confidence bound (1 − ``alpha``) of the correlation a shared per-trial shock gives the levels.
+
+    In the two-way (level × trial) layout the trial effect's mean square estimates ``σ_e² + L·σ_u²`` and
+    the rest's ``σ_e²`` (σ_u: the shared shock, σ_e: each level's own noise), so their ratio over the F
+    quantile bounds ``θ = 1 + L·σ_u²/σ_e²`` from below, and the levels' correlation is
+    ``σ_u² / (σ_u² + σ_e²) = (θ − 1) / (θ − 1 + L)``. Zero exactly when ``shares_shock`` sees no shock:
+    an unsure estimate counts the levels as independent (the false-fail split stays Bonferroni's).
+    """
+    if not shares_shock(shock, rest, alpha) or levels < 2:
+        return 0.0
+    if rest.ss <= 0:
+        return 1.0
+    ratio = (shock.ss / shock.df) / (rest.ss / rest.df)
+    excess = ratio / float(fdtri(shock.df, rest.df, 1 - alpha)) - 1
+    return max(0.0, excess / (excess + levels))
+
+
 def shared_spreads(
     spreads: Mapping[int, Spread], alpha: float = GUARD_ALPHA, shock: Spread = NOTHING
 ) -> dict[int, Shared]:

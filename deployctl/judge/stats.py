@@ -86,21 +86,41 @@ class RestartNoise:
     The baseline is measured on one server process and the candidate on another, so their difference
     carries ``2·sigma²`` that no number of trials averages away (CUDA graphs, memory layout, KV pool
     differ per start). ``df`` is None for a default, taken as known; ``source`` says where it came from.
+    ``seen``: whether the pairs it was learned from show a restart offset beyond what their trials alone
+    make them differ by (``noise.learn_restart``); a learned σ that is not is used as the default
+    (``in_test``).
     """
 
     sigma: float
     df: int | None
     source: str
+    seen: bool = True
+
+    def in_test(self) -> "RestartNoise":
+        """The σ_r the one-start test adds and the baseline is sized for: this one, or the default (known)
+        where the pairs show no restart offset beyond chance.
+
+        A host without any restart offset learns one of 0–1.5 % by chance from 8 pairs of one-trial
+        verifications at σ = 3 % (their difference is mostly within-run noise); used, it widened every
+        look of that host (one level: −10 % caught 92.4 % instead of 95 %; 5 levels moving together
+        90.0 %; benchmarks/judge_calibration.py). Not used where chance explains the pairs, at
+        ``RESTART_SEEN_ALPHA``, so 1 host in 20 without an offset still uses its chance σ_r. The learned σ_r
+        as it is stays what deciding over starts (``judge.starts``) bounds.
+        """
+        if self.seen or self.df is None:
+            return self
+        return RestartNoise(DEFAULT_RESTART_SIGMA, None, "default: this host's restart pairs show no offset beyond "
+                                                         f"chance (learned {100 * self.sigma:.1f} %, {self.source})")
 
     def to_dict(self) -> dict[str, float | int | str | None]:
-        return {"sigma": self.sigma, "df": self.df, "source": self.source}
+        return {"sigma": self.sigma, "df": self.df, "source": self.source, "seen": self.seen}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RestartNoise":
         sigma, df = float(data["sigma"]), data.get("df")
         if not (math.isfinite(sigma) and sigma >= 0) or (df is not None and int(df) < 1):
             raise ValueError(f"not a restart noise estimate: sigma={sigma}, df={df}")
-        return cls(sigma, None if df is None else int(df), str(data.get("source", "")))
+        return cls(sigma, None if df is None else int(df), str(data.get("source", "")), bool(data.get("seen", True)))
 
 
 # Until a host has restart pairs in its ledger (``noise.learn_restart``), the judge assumes each server
@@ -214,7 +234,7 @@ def log_ratio_interval(
     if between > 0 and restart is not None and restart.df is not None:
         df = min(within_df, effective_df([(within, within_df), (between, restart.df)]))
     se = math.sqrt(within + between)
-    half = _t_quantile(1 - (1 - confidence) / 2, df) * se
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
     d = mc - mb
     test = f"pooled t on log trial values, df={_df_text(df)}"
     sources = ([f"{shared.df} of them from the sweep's other levels"] if shared is not None and shared.df else []) + (
@@ -269,6 +289,6 @@ def outlier_indices(values: Sequence[float], *, k: float = 5.0, floor: float = 0
 
 
 @lru_cache(maxsize=256)
-def _t_quantile(q: float, df: float) -> float:
+def t_quantile(q: float, df: float) -> float:
     # Cached: the calibration calls the judge hundreds of thousands of times with a few (q, df) pairs.
     return float(stdtrit(df, q)) if df < 10_000 else float(ndtri(q))

@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterable, Mapping
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.outcome import LevelState, Outcome
-from deployctl.judge.pooling import Shared, shared_spreads, trial_effect
+from deployctl.judge.multiplicity import per_test_rate
+from deployctl.judge.pooling import NOTHING, Shared, shared_spreads, shock_correlation, trial_effect
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.stats import (
     DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, Spread, log_ratio_interval, outlier_indices, spread,
@@ -177,10 +178,12 @@ def judge(
     """
     metric = METRICS[policy.metric]
     learned = noise or {}
-    restart = restart if restart is not None else DEFAULT_RESTART
-    shared = shared_spreads(sweep_spreads(baseline, candidate, metric.name),
-                            shock=sweep_shock(baseline, candidate, metric.name))
-    false_fail = false_fail_per_test(policy, [lv.concurrency for lv in baseline.levels])
+    restart = (restart if restart is not None else DEFAULT_RESTART).in_test()
+    spreads, shock = sweep_spreads(baseline, candidate, metric.name), sweep_shock(baseline, candidate, metric.name)
+    shared = shared_spreads(spreads, shock=shock)
+    concurrencies = [lv.concurrency for lv in baseline.levels]
+    false_fail = (false_fail_per_test(policy, concurrencies, sweep_correlation(spreads, shock)),
+                  false_fail_per_test(policy, concurrencies))
     levels = tuple(
         _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency),
                      shared.get(lv.concurrency), false_fail, restart)
@@ -207,18 +210,30 @@ def critical_count(policy: JudgePolicy, levels: Iterable[int]) -> int:
     return sum(1 for c in levels if policy.rule_for(c).role == "critical")
 
 
-def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int]) -> float:
-    """The false-fail rate of each test, so that the candidate's is ``policy.false_fail`` (Bonferroni).
+def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int], correlation: float = 0.0) -> float:
+    """The false-fail rate of each test, so that the candidate's is ``policy.false_fail``.
 
     An unchanged candidate is failed when any decisive test fails: every critical level, each with the
-    policy's metric and its latency limits. Splitting the rate evenly over them bounds the candidate's
-    whatever the tests' dependence (simulated over the default sweep: 0.73–0.92 % for 1 %).
+    policy's metric and its latency limits. The rate is split evenly over the checks (the metric, each
+    latency limit), and a check's share over its critical levels: evenly (Bonferroni, which bounds the
+    candidate's rate whatever the tests' dependence; simulated over the default sweep: 0.73–0.92 % for
+    1 %), or, given the levels' ``correlation`` (``sweep_correlation``: a shared per-trial shock seen, for
+    the policy's metric), as the largest of that many equicorrelated tests (``multiplicity``).
     """
     critical = critical_count(policy, levels)
     checks = 1 + sum(1 for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct),
                                          ("itl_p99_s", policy.itl_p99_limit_pct))
                      if pct is not None and name != policy.metric)
-    return policy.false_fail / (max(1, critical) * checks)
+    return per_test_rate(policy.false_fail / checks, max(1, critical), correlation, math.inf)
+
+
+def sweep_correlation(spreads: Mapping[int, Spread], shock: Spread) -> float:
+    """The correlation of the levels' changes that the sweep's shared per-trial shock shows, bounded from
+    below (``pooling.shock_correlation``); 0 when no shock is seen."""
+    total = sum(spreads.values(), NOTHING)
+    if not 1 <= shock.df < total.df:
+        return 0.0
+    return shock_correlation(shock, Spread(max(0.0, total.ss - shock.ss), total.df - shock.df), len(spreads))
 
 
 def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> dict[int, Spread]:
@@ -251,6 +266,11 @@ def sweep_shock(baseline: BenchResult, candidate: BenchResult | None, metric: st
 
 def _judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
     return _set_aside_outliers(_split(trials, metric)[0])[0]
+
+
+def judgeable_by_trial(level: LevelResult | None, metric: str) -> dict[int, float]:
+    """A level's values of ``metric`` the judge would use, by trial number (invalid and outlier trials left out)."""
+    return _judgeable_by_trial(level.trials, METRICS[metric]) if level is not None else {}
 
 
 def _judgeable_by_trial(trials: Iterable[TrialResult], metric: Metric) -> dict[int, float]:
@@ -303,7 +323,7 @@ def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, in
 
 def _judge_level(
     base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None,
-    shared: Shared | None, false_fail: float, restart: RestartNoise | None = None,
+    shared: Shared | None, false_fail: tuple[float, float], restart: RestartNoise | None = None,
 ) -> LevelVerdict:
     c = base.concurrency
     rule = policy.rule_for(c)
@@ -332,11 +352,11 @@ def _judge_level(
         wanted = min(policy.min_trials - len(c_ok), budget)
         reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"
         return _unknown(reason, wanted, common)
-    checks = [_check(c, metric, limit, b_ok, c_ok, policy, false_fail, prior, shared, restart)]
+    checks = [_check(c, metric, limit, b_ok, c_ok, policy, false_fail[0], prior, shared, restart)]
     for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct), ("itl_p99_s", policy.itl_p99_limit_pct)):
         if pct is not None and name != metric.name:
             check = _latency_check(c, METRICS[name], pct, base.trials, cand.trials if cand else (), policy,
-                                   false_fail, restart)
+                                   false_fail[1], restart)
             if check is not None:
                 checks.append(check)
     state = min((ch.state for ch in checks), key=_SEVERITY.__getitem__)
@@ -445,8 +465,8 @@ def _latency_check(
 
 
 def _split_note(policy: JudgePolicy, false_fail: float) -> str:
-    tests = round(policy.false_fail / false_fail)
-    return f" = {policy.false_fail:g} over {tests} tests" if tests > 1 else ""
+    tests = policy.false_fail / false_fail
+    return f" = {policy.false_fail:g} over {tests:.4g} tests" if tests > 1.01 else ""
 
 
 def format_pct(x: float) -> str:

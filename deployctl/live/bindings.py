@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from statistics import mean
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from deployctl.adapters.journal import Journal
 from deployctl.adapters.systemd import Systemd
@@ -17,12 +18,15 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import StartsVerdict, judge_over_starts, over_starts_needed, verification_plan
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
+from deployctl.judge.verdict import Verdict
 from deployctl.live.measure import LiveBench
 from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
 from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
 from deployctl.live.site import Site
+from deployctl.promote.canary import ServerStart
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -127,6 +131,13 @@ class LiveStartup:
         lines = await read_startup(self.journal, state.invocation_id)
         return parse_lines(line.text for line in lines if not line.from_manager)
 
+    async def live_start(self, name: str) -> ServerStart | None:
+        """The active unit's start: its invocation and when it became active (ActiveEnterTimestamp)."""
+        state = await self.systemd.unit_state(name)
+        if not state.invocation_id or state.active_state != "active" or not state.active_enter_us:
+            return None
+        return ServerStart(state.invocation_id, state.active_enter_us / 1e6)
+
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]:
         from deployctl.startup.diff import diff_startups
 
@@ -171,7 +182,24 @@ class LiveJudge:
         # (``Verdict.to_dict``) carries it as data (``noise``) for --json and the reports.
         in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
         return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
-                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict())
+                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict(),
+                           self._over_starts_plan(verdict, baseline, candidate, noise, restart))
+
+    def _over_starts_plan(self, verdict: Verdict, baseline: BenchResult, candidate: BenchResult,
+                          noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None
+                          ) -> tuple[tuple[int, int], ...]:
+        """The plan of the candidate's second start and the rollback's verification should ``verdict`` roll
+        back and a restart offset could explain it; empty otherwise, and always for the canary's rollback trial (it fails a release merely not
+        better, and its status quo is the conservative side)."""
+        # The machine rolls back a verdict still asking for trials once its rounds are spent: it is final then.
+        ending = replace(verdict, more_trials={})
+        if self.improvement or not over_starts_needed(ending, baseline, candidate, self.policy.judge, noise, restart):
+            return ()
+        return tuple(sorted(verification_plan(self.policy.judge, baseline).items()))
+
+    def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
+                    noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict:
+        return judge_over_starts(baselines, candidates, self.policy.judge, noise, restart)
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Outcome | None = None) -> DriftResult:

@@ -122,6 +122,8 @@ def _summary(state: m.State, ev: Evidence) -> str:
         return "startup gate: " + "; ".join(ev.gate_failures)
     if ev.start_failure is not None:
         return f"did not start ({ev.start_failure.kind}): {ev.start_failure.message}"
+    if ev.starts is not None:  # the verdict as decided over server starts, not the stage-1 one it replaced
+        return ev.starts.reasons[0]
     verdict = ev.judge.outcome.value if ev.judge else (state.result.value if state.result else "?")
     return next((r for r in state.reasons if r), verdict)
 

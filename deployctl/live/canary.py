@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Sequence
+from typing import Any, NamedTuple, Protocol, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
@@ -24,7 +24,7 @@ from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_mean
 from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
-from deployctl.promote.canary import Judged, version_identity
+from deployctl.promote.canary import Judged, ServerStart, WatchStart, version_identity
 from deployctl.promote.evidence import bench_key, version_key
 from deployctl.promote.records import Release
 from deployctl.startup.report import StartupReport
@@ -51,6 +51,7 @@ class WatchReport:
     reference_from: str  # where the reference measurement came from, in words
     mode: str = ""  # "passive" (the server's /metrics) or "synthetic" (a sweep of ours)
     mode_reason: str = ""  # why that mode, in words
+    start: WatchStart | None = None  # a synthetic watch's start and its reference's (a restart pair?)
 
     @property
     def health(self) -> Health:
@@ -98,7 +99,8 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release,
         verdict = with_checks(measured.verdict, [(check.name, await check(site, live)) for check in checks])
     ledger.record(live.id, "canary", "note", WATCH, {**_detail(verdict, measured.reference_from),
                                                      "sglang_version": identity, "mode": measured.mode,
-                                                     "mode_reason": measured.mode_reason})
+                                                     "mode_reason": measured.mode_reason,
+                                                     **(measured.start.to_dict() if measured.start else {})})
     return replace(measured, verdict=verdict)
 
 
@@ -158,7 +160,9 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
 async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Release, version: str | None,
                      identity: str, mode_reason: str) -> WatchReport:
     policy = site.policy
-    reference, reference_from = _reference(ledger, site, live, version)
+    start = await adapters.startup.live_start(site.unit)
+    ref = _reference(ledger, site, live, version)
+    reference, reference_from = ref.result, ref.said
     levels = policy.canary.levels
     if reference is not None and levels:
         reference = replace(reference, levels=tuple(lv for lv in reference.levels if lv.concurrency in levels))
@@ -177,10 +181,13 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
         for c, v in level_means(stored, metric).items():
             series.setdefault(c, []).append(v)
     verdict = watch_verdict(reference, result, series, policy.judge, policy.canary)
-    ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
-                      host=site.host, sglang_version=version)
+    row = ledger.save_bench(live.id, WATCH, result, unit_hash=live.unit_hash, bench_key=bench_key(policy),
+                            host=site.host, sglang_version=version)
+    measured = WatchStart(start, row, ref.id, ref.at, _noted_start(ledger, live, ref.id))
+    if measured.restart_between:
+        reference_from += " — measured on an earlier start of the unit: a restart pair for the judge's restart σ"
     return WatchReport(live, version, identity, True, verdict, result, reference, reference_from, "synthetic",
-                       mode_reason)
+                       mode_reason, measured)
 
 
 async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Release) -> str:
@@ -203,34 +210,55 @@ async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
         ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
         return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
                 f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+    start = await adapters.startup.live_start(site.unit)
     result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
-    ledger.save_bench(live.id, REFERENCE, result, **key)
+    row = ledger.save_bench(live.id, REFERENCE, result, **key)
+    ledger.record(live.id, "canary", "note", REFERENCE, {"bench_id": row, "start": vars(start) if start else None})
     levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
     return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
 
 
-def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> tuple[BenchResult | None, str]:
+class Reference(NamedTuple):
+    """A watch's reference: the measurement, where it came from in words, its row and when it was measured."""
+
+    result: BenchResult | None
+    said: str
+    id: int | None = None
+    at: float | None = None
+
+
+def _reference(ledger: Ledger, site: Site, live: Release, version: str | None) -> Reference:
     """The release's own reference, fixed once chosen: the newest pinned one (``canary rebaseline``), else its
     measurement at promotion, else — pinned now, so no later promote attempt moves it — the newest stored
     baseline of its unit, else its first watch."""
     benches = ledger.benches(live.id)
     pinned = [b for b in benches if b.role == REFERENCE]
     if pinned:
-        return BenchResult.from_dict(pinned[-1].result), f"its pinned reference (release {live.id})"
+        return Reference(pinned[-1].bench, f"its pinned reference (release {live.id})", pinned[-1].id, pinned[-1].at)
     kept = [b for b in benches if b.role == "candidate"]
     if kept:
-        return BenchResult.from_dict(kept[-1].result), f"its promotion (release {live.id})"
+        return Reference(kept[-1].bench, f"its promotion (release {live.id})", kept[-1].id, kept[-1].at)
     stored = ledger.fresh_baseline(unit_hash=live.unit_hash, bench_key=bench_key(site.policy), host=site.host,
                                    sglang_version=version, max_age_s=float("inf"))
     if stored is not None:
         said = f"the baseline measured for release {stored.release_id} (pinned as its reference)"
-        ledger.save_bench(live.id, REFERENCE, BenchResult.from_dict(stored.result), unit_hash=live.unit_hash,
-                          bench_key=bench_key(site.policy), host=site.host, sglang_version=version)
-        return BenchResult.from_dict(stored.result), said
+        row = ledger.save_bench(live.id, REFERENCE, stored.bench, unit_hash=live.unit_hash,
+                                bench_key=bench_key(site.policy), host=site.host, sglang_version=version)
+        return Reference(stored.bench, said, row, stored.at)  # measured then, whatever its copy's stamp
     watches = [b for b in benches if b.role == WATCH]
     if watches:
-        return BenchResult.from_dict(watches[0].result), "its first watch"
-    return None, "none yet (this is its first measurement)"
+        return Reference(watches[0].bench, "its first watch", watches[0].id, watches[0].at)
+    return Reference(None, "none yet (this is its first measurement)")
+
+
+def _noted_start(ledger: Ledger, live: Release, row: int | None) -> ServerStart | None:
+    """The start a measurement of ``live`` was taken on, where a canary note says: a watch's (its first watch
+    as the reference) or a rebaseline's; a promotion's start is not noted (its time tells)."""
+    if row is None:
+        return None
+    noted = next((e.detail["start"] for e in ledger.events(live.id)
+                  if e.detail.get("bench_id") == row and e.detail.get("start")), None)
+    return ServerStart(**noted) if noted else None
 
 
 def _watches(ledger: Ledger, live: Release) -> list[BenchResult]:

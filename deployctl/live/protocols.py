@@ -14,9 +14,11 @@ from typing import Callable, Mapping, Protocol, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
+from deployctl.promote.canary import ServerStart
 from deployctl.promote.evidence import (
     DriftResult,
     GateResult,
@@ -52,6 +54,8 @@ class Judge(Protocol):
     ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Verdict | None = None) -> DriftResult: ...
+    def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
+                    noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict: ...
 
 
 class Preflight(Protocol):
@@ -60,6 +64,7 @@ class Preflight(Protocol):
 
 class Startup(Protocol):
     async def live_report(self, name: str) -> StartupReport | None: ...
+    async def live_start(self, name: str) -> ServerStart | None: ...  # the running unit's start (the canary)
     def diff(self, baseline: StartupReport | None, candidate: StartupReport, plan: Plan) -> tuple[str, ...]: ...
 
 

@@ -20,7 +20,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.live.protocols import Adapters
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import Evidence, Plan
+from deployctl.promote.evidence import SECOND_START_ROLE, Evidence, Plan
 from deployctl.promote.records import Release
 
 log = logging.getLogger("deployctl")
@@ -73,7 +73,8 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
             said.append(_close(ledger, release, state, resumed, reason))
             continue
         evidence = Evidence(baseline=_stored(ledger, release.id, "baseline"),
-                            candidate=_stored(ledger, release.id, "candidate"))
+                            candidate=_stored(ledger, release.id, "candidate"),
+                            candidate_again=_stored(ledger, release.id, SECOND_START_ROLE))
         runner = Runner(ledger, adapters, plan_for(release), release.id, previous_release_id=release.previous_id,
                         evidence=evidence)
         out = await runner.run(resumed)

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import signal
+from dataclasses import replace
 from typing import Any, Mapping, NoReturn, Sequence
 
 from deployctl.adapters.ledger import Ledger, LedgerError
@@ -41,8 +42,9 @@ from deployctl.judge.reuse import (
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
-from deployctl.promote.decided import VERDICT_EVENT, Decided
+from deployctl.promote.decided import VERDICT_EVENT, Decided, decided
 from deployctl.promote.evidence import (
+    SECOND_START_ROLE,
     Evidence,
     JudgeResult,
     Plan,
@@ -168,6 +170,8 @@ class Runner:
         verdict = self.evidence.judge.outcome.value if self.evidence.judge else None
         if self.evidence.gate_failures:
             verdict = "FAIL (startup gate)"
+        elif self.evidence.starts is not None:
+            verdict = f"{self.evidence.starts.outcome.value} (over two baseline starts)"
         self.ledger.finish(self.release_id, result=state.result.value if state.result else "unknown",
                            verdict=verdict, reasons=list(state.reasons))
 
@@ -368,7 +372,7 @@ class Runner:
         stored = Decided(verdict.outcome.value, self.plan.policy.judge.model_dump(mode="json"),
                          {str(c): n.to_dict() for c, n in noise.items()}, verdict.record or _rows_record(verdict))
         self.ledger.record(self.release_id, m.Phase.JUDGE.value, "note", VERDICT_EVENT, stored.to_detail())
-        return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials)
+        return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials, verdict.over_starts)
 
     async def _do_CheckOutputs(self, action: m.CheckOutputs) -> m.Outcome:
         reference, floor = self.evidence.outputs_reference, self.evidence.outputs_floor
@@ -433,6 +437,24 @@ class Runner:
         self.evidence.add_time("traffic", seconds)
         self.evidence.add_time(key, seconds)
 
+    async def _do_SecondCandidateStart(self, action: m.SecondCandidateStart) -> m.Outcome:
+        """The candidate restarted in place (same unit, a new server start) and measured on the plan: its C2."""
+        outcome = await self._start(fresh=False)
+        if not outcome.ready:
+            return m.Failed((f"the candidate did not come back on a second server start ({outcome.kind}): "
+                             f"{outcome.message}",))
+        plan = dict(action.over_starts)
+        result = await self._traffic(self.plan.url, sorted(plan), plan, "candidate")
+        self.evidence.candidate_again = result
+        self.ledger.save_bench(self.release_id, SECOND_START_ROLE, result, unit_hash=self.plan.candidate_hash,
+                               bench_key=f"{SECOND_START_ROLE}:{sorted(plan)}", host=self.plan.host)
+        problem = _unusable(result)
+        if problem:
+            return m.Failed((f"the candidate did not serve on a second server start: {problem}",))
+        levels = ", ".join(f"C={c} ×{n}" for c, n in action.over_starts)
+        return m.Succeeded((f"restarted {self.plan.unit_name} on {self.plan.profile} again (a second server start, "
+                            f"ready in {outcome.wait_s:.1f} s) and measured {levels}",))
+
     async def _do_KeepCandidate(self, action: m.KeepCandidate) -> m.Outcome:
         where = await self.a.units.keep(self.plan.unit_name, self.plan.candidate_hash)
         self.ledger.mark_live(self.release_id)
@@ -450,22 +472,48 @@ class Runner:
     async def _do_VerifyBaseline(self, action: m.VerifyBaseline) -> m.Outcome:
         if not await self.a.bench.healthy(self.plan.url):
             return m.Verified(False, reasons=(f"{self.plan.url}/health does not answer 200 after the rollback",))
-        levels = self.plan.policy.verify_concurrency
-        result = await self._traffic(self.plan.url, levels, 1, "verify")
+        before, candidate = self.evidence.baseline, self.evidence.candidate
+        # Over two starts only with both sweeps at hand (a resumed promote has them from the ledger).
+        over_starts = dict(action.over_starts) if before is not None and candidate is not None else {}
+        levels = sorted(over_starts) or self.plan.policy.verify_concurrency
+        result = await self._traffic(self.plan.url, levels, over_starts or 1, "verify")
         self.evidence.verify = result
+        # The same unit on a new server start: with the baseline, a restart pair (``Ledger.restart_pairs``).
         self.ledger.save_bench(self.release_id, "verify", result, unit_hash=self.plan.known_good_hash or "",
                                bench_key=f"verify:{levels}", host=self.plan.host)
         problem = _unusable(result)
         if problem:
             return m.Verified(False, reasons=(f"verification benchmark: {problem}",))
-        if self.evidence.baseline is None:
+        if before is None:
             return m.Verified(True, reasons=("verified: healthy and serving (no earlier baseline to compare)",))
+        if over_starts:
+            assert candidate is not None
+            return self._judge_over_starts(before, result, candidate)
         judged = self.evidence.judge.outcome if self.evidence.judge and not self.evidence.gate_failures else None
-        drift = self.a.judge.drift(self.evidence.baseline, result, self.evidence.candidate, judged)
+        drift = self.a.judge.drift(before, result, candidate, judged)
         self.evidence.drift = drift
         # A drift of throughput never explains changed answers: an output-gate rejection stands.
         wrong = self.evidence.output is not None and self.evidence.output.outcome is not Verdict.PASS
         return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt and not wrong)
+
+    def _judge_over_starts(self, before: BenchResult, after: BenchResult, candidate: BenchResult) -> m.Verified:
+        """The rolled-back verdict decided over the baseline's two starts and the candidate's one or two,
+        stored with the verdict it decides.
+
+        The over-starts test is the A-B-A reading here (the candidate against both baseline starts, the
+        restart offset a random effect), so the drift check says only whether the baseline moved."""
+        noise = self._learned_noise()
+        again = self.evidence.candidate_again  # None: the second start was cut short (an abort, a crash)
+        starts = self.a.judge.over_starts([before, after], [candidate, again] if again is not None else [candidate],
+                                          noise, self._learned_restart(noise))
+        self.evidence.starts = starts
+        stored = decided(self.ledger.events(self.release_id))
+        if stored is not None:  # the last verdict note is the one the promote acted on: now with this
+            self.ledger.record(self.release_id, m.Phase.VERIFY.value, "note", VERDICT_EVENT,
+                               replace(stored, starts=starts.to_dict()).to_detail())
+        drift = self.a.judge.drift(before, after)
+        self.evidence.drift = drift
+        return m.Verified(True, drift=drift.drifted, reasons=starts.reasons + drift.reasons, starts=starts.outcome)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -492,7 +540,8 @@ class Runner:
         rows = self.ledger.restart_pairs(deployment=self.plan.deployment, host=self.plan.host,
                                          bench_key=bench_key(self.plan.policy), exclude_releases=exclude)
         metric = self.plan.policy.judge.metric
-        pairs = [pair for before, after in rows if (pair := restart_pair(before.bench, after.bench, metric, learned))]
+        pairs = [pair for row in rows
+                 if (pair := restart_pair(row.before.bench, row.after.bench, metric, learned, row.source))]
         return learn_restart(pairs)
 
     async def _traffic(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from deployctl.promote.records import Release
 
@@ -29,6 +29,47 @@ class Judged:
     unit_hash: str
     sglang_version: str  # the version identity it was judged on (UNKNOWN_VERSION when nothing said)
     result: str
+
+
+@dataclass(frozen=True)
+class ServerStart:
+    """One start of a unit as systemd states it: its InvocationID and its ActiveEnterTimestamp (epoch s)."""
+
+    invocation_id: str
+    active_since: float
+
+
+@dataclass(frozen=True)
+class WatchStart:
+    """Which start a synthetic watch measured, and its reference's row and measurement time: a reference
+    measured on an earlier start of the same unit makes (reference, watch) a restart pair
+    (``deployctl.judge.noise.restart_pair``), stored with the watch's note for ``Ledger.restart_pairs``."""
+
+    start: ServerStart | None  # None: systemd named no active invocation
+    bench_id: int  # the watch's benchmark row
+    reference_id: int | None  # the reference's row; None: no reference yet
+    reference_at: float | None  # when the reference was measured (the ledger's clock: wall time)
+    reference_start: ServerStart | None = None  # its start, where a canary note says (a watch, a rebaseline)
+
+    @property
+    def restart_between(self) -> bool | None:
+        """Was the reference measured on an earlier start? None: unknown. Its noted start decides where
+        there is one (another invocation: a restart came between). Else its time: a row is stamped once
+        its measurement ended, so a stamp before this start's ActiveEnterTimestamp is an earlier start's.
+        Never a false pair: a later stamp (a pinned copy of an older baseline) only reads as "this start"."""
+        if self.start is None or self.reference_id is None:
+            return None
+        if self.reference_start is not None:
+            return self.reference_start.invocation_id != self.start.invocation_id
+        if self.reference_at is None:
+            return None
+        return self.reference_at < self.start.active_since
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": vars(self.start) if self.start else None, "bench_id": self.bench_id,
+                "reference_id": self.reference_id, "reference_at": self.reference_at,
+                "reference_start": vars(self.reference_start) if self.reference_start else None,
+                "restart_between": self.restart_between}
 
 
 @dataclass(frozen=True)

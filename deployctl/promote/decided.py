@@ -23,16 +23,30 @@ class Decided:
     policy: Mapping[str, Any]  # the judge policy in force (JudgePolicy.model_dump)
     noise: Mapping[str, Any]  # the learned σ per level the judge pooled in ({"8": {"sigma", "df"}})
     verdict: Mapping[str, Any]  # the judge's own serialised verdict
+    # The rolled-back verdict decided over server starts (``judge.starts.StartsVerdict.to_dict``), when it was.
+    starts: Mapping[str, Any] | None = None
 
     def to_detail(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "policy": dict(self.policy), "noise": dict(self.noise),
-                "verdict": dict(self.verdict)}
+                "verdict": dict(self.verdict), "starts": dict(self.starts) if self.starts is not None else None}
 
     @classmethod
     def from_detail(cls, detail: Mapping[str, Any]) -> "Decided":
         verdict = detail.get("verdict") or {}
         return cls(str(detail.get("outcome") or verdict.get("outcome") or "?"), detail.get("policy") or {},
-                   detail.get("noise") or {}, verdict)
+                   detail.get("noise") or {}, verdict, detail.get("starts") or None)
+
+    def starts_line(self) -> str | None:
+        """What deciding over two baseline starts concluded, and the restart σ it assumed; None: not asked."""
+        s = self.starts
+        if not s:
+            return None
+        reasons = s.get("reasons") or ["?"]
+        restart = s.get("restart") or {}
+        sigma = restart.get("sigma")
+        said = (f"; restart σ {100 * float(sigma):.1f} % a start ({restart.get('source', '?')})"
+                if isinstance(sigma, (int, float)) else "")
+        return f"decided over server starts ({s.get('outcome', '?')}): {reasons[0]}{said}"
 
     def policy_line(self) -> str:
         """The policy in force, in one line: what a reader needs to read the intervals."""

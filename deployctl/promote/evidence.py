@@ -13,12 +13,17 @@ from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
+from deployctl.judge.starts import StartsVerdict
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.outputgate.verdict import OutputVerdict
 from deployctl.promote import machine as m
 from deployctl.promote.records import StoredBench
 from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import ProfileDiff
+
+
+# The ledger's role of the candidate's second server start (``machine.SecondCandidateStart``).
+SECOND_START_ROLE = "candidate-restart"
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,9 @@ class JudgeResult:
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()
     record: Mapping[str, Any] = field(default_factory=dict)  # the judge's serialised verdict, stored as is
+    # The rollback's verification plan (concurrency, trials) should this verdict roll back: a FAIL that a
+    # restart offset could explain, or an INCONCLUSIVE, is then decided over server starts.
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,7 @@ class Evidence:
     confirmation_trials: int = 0  # run to check a stored baseline, whether it agreed or not
     fresh_because: tuple[str, ...] = ()  # why no stored baseline was reused
     candidate: BenchResult | None = None
+    candidate_again: BenchResult | None = None  # the candidate's second server start (C2), when asked for
     verify: BenchResult | None = None
     baseline_startup: StartupReport | None = None
     candidate_startup: StartupReport | None = None
@@ -200,6 +209,7 @@ class Evidence:
     gate_failures: tuple[str, ...] = ()
     judge: JudgeResult | None = None
     drift: DriftResult | None = None
+    starts: StartsVerdict | None = None  # the rolled-back verdict decided over server starts
     preflight: PreflightResult | None = None
     outputs_reference: ReferenceSet | None = None  # the baseline's answers the output gate compares with
     outputs_floor: Measured | None = None  # the baseline server scoring its own answers: the A/A noise
@@ -266,10 +276,20 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.BenchCandidate: lambda: "benchmark the candidate",
         m.JudgeCandidate: lambda: "judge candidate against baseline",
         m.CheckOutputs: lambda: "output gate: the candidate answers the probe prompts and scores the baseline's answers",
+        m.SecondCandidateStart: lambda: f"restart {name} on the candidate again (a second server start) and "
+                                        "measure every critical level: a slower start could explain its verdict",
         m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
-        m.VerifyBaseline: lambda: "verify the restored baseline (health + short benchmark + drift check)",
+        m.VerifyBaseline: lambda: _verify_words(action),  # type: ignore[arg-type]
     }[type(action)]()
+
+
+def _verify_words(action: m.VerifyBaseline) -> str:
+    if not action.over_starts:
+        return "verify the restored baseline (health + short benchmark + drift check)"
+    plan = ", ".join(f"C={c} ×{n}" for c, n in action.over_starts)
+    return (f"verify the restored baseline on its new server start ({plan}), then judge the candidate over both "
+            "baseline starts")
 
 
 def _trials(result: BenchResult) -> int:

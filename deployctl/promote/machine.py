@@ -9,6 +9,9 @@
 
 OUTPUTS (the output gate, ``limits.output_gate``) follows a passing verdict: fast but wrong is never kept;
 with ``limits.output_first`` it runs between STARTUP and BENCH instead (a wrong candidate skips the sweep).
+A FAIL a slower server start could explain, or a final INCONCLUSIVE (``Judged.over_starts``, a plan), is
+decided over server starts: JUDGE → SECOND_START (the candidate restarted in place and measured again) →
+ROLLBACK → VERIFY (the restored baseline measured on its new start) → DONE, rejected or inconclusive.
 
 The plan is made before the machine starts (the ledger records the candidate before the first step);
 ``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
@@ -48,6 +51,7 @@ from deployctl.promote.steps import (
     RestartCandidate,
     RestoreBaseline,
     RunPreflight,
+    SecondCandidateStart,
     Succeeded,
     Verified,
     VerifyBaseline,
@@ -58,7 +62,7 @@ __all__ = [
     "TERMINAL", "Action", "BaselineStored", "BenchCandidate", "CheckOutputs", "CheckStartupGates", "ConfirmBaseline", "Confirmed",
     "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
     "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "OutputsChecked", "Phase", "RestartCandidate", "RestoreBaseline",
-    "Result", "RunPreflight", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
+    "Result", "RunPreflight", "SecondCandidateStart", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
     "resume_after_crash", "start",
 ]
 
@@ -73,9 +77,10 @@ _ACTIONS = {
     Phase.BENCH: lambda s: BenchCandidate(round=s.bench_round, more_trials=s.more_trials),
     Phase.JUDGE: lambda s: JudgeCandidate(),
     Phase.OUTPUTS: lambda s: CheckOutputs(),
+    Phase.SECOND_START: lambda s: SecondCandidateStart(over_starts=s.over_starts),
     Phase.KEEP: lambda s: KeepCandidate(),
     Phase.ROLLBACK: lambda s: RestoreBaseline(attempt=s.rollback_attempt),
-    Phase.VERIFY: lambda s: VerifyBaseline(),
+    Phase.VERIFY: lambda s: VerifyBaseline(over_starts=s.over_starts),
 }
 
 
@@ -116,7 +121,8 @@ def resume_after_crash(state: State, reason: str) -> State:
     if state.phase is Phase.KEEP:
         # The verdict was PASS and keeping is idempotent: finish what was started.
         return replace(state, reasons=state.reasons + (reason,))
-    if state.phase in (Phase.ROLLBACK, Phase.VERIFY):
+    if state.phase in (Phase.SECOND_START, Phase.ROLLBACK, Phase.VERIFY):
+        # The verdict was reached (and the plan to decide it over starts stands): roll back and verify it.
         return replace(state, phase=Phase.ROLLBACK, rollback_attempt=0, reasons=state.reasons + (reason,))
     return _interrupted(state, reason)
 
@@ -142,6 +148,9 @@ def _interrupted(state: State, reason: str) -> State:
     if state.phase in (Phase.ROLLBACK, Phase.VERIFY):
         # Already on the way back to the known-good: finishing that is what an abort asks for.
         return replace(state, reasons=state.reasons + (reason,))
+    if state.phase is Phase.SECOND_START:
+        # The verdict stands; the candidate's second start is cut short, so it is decided on its first.
+        return replace(state, phase=Phase.ROLLBACK, rollback_attempt=0, reasons=state.reasons + (reason,))
     if state.touched:
         return _rollback(state, Result.ABORTED, (reason,))
     return _finish(state, Result.ABORTED, (reason, "nothing on the host was changed"))
@@ -210,7 +219,9 @@ def _judge(state: State, outcome: Outcome) -> State:
     verdict = outcome.outcome
     if verdict is Verdict.PASS:
         return _pass(state, outcome.reasons)
-    if verdict in (Verdict.FAIL, Verdict.INVALID):
+    if verdict is Verdict.FAIL:
+        return _second_start(_reject(state, outcome.reasons), outcome.over_starts)
+    if verdict is Verdict.INVALID:
         return _reject(state, outcome.reasons)
     if verdict is not Verdict.INCONCLUSIVE:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
@@ -219,7 +230,25 @@ def _judge(state: State, outcome: Outcome) -> State:
     budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
     if state.limits.keep_when_inconclusive:
         return _pass(state, outcome.reasons + (f"{budget}; the policy keeps the candidate",))
-    return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+    kept = _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+    return _second_start(kept, outcome.over_starts)
+
+
+def _second_start(rolling_back: State, plan: tuple[tuple[int, int], ...]) -> State:
+    """A rollback on a verdict to decide over server starts begins with the candidate's second start."""
+    if not plan:
+        return rolling_back
+    return replace(rolling_back, phase=Phase.SECOND_START, over_starts=plan)
+
+
+def _candidate_again(state: State, outcome: Outcome) -> State:
+    """The candidate's second start: measured → roll back (the verification measures the same plan); not
+    back up, or not serving → rejected on its own failure, and nothing left to decide over starts."""
+    _expect(outcome, Succeeded, Failed, phase=state.phase)
+    if isinstance(outcome, Failed):
+        return replace(state, phase=Phase.ROLLBACK, result=Result.REJECTED, over_starts=(),
+                       reasons=state.reasons + outcome.reasons)
+    return replace(state, phase=Phase.ROLLBACK, done=state.done + outcome.notes)
 
 
 def _startup(state: State, outcome: Outcome) -> State:
@@ -284,6 +313,8 @@ def _verify(state: State, outcome: Outcome) -> State:
             result=Result.ROLLBACK_FAILED,
             reasons=state.reasons + outcome.reasons + ("the restored known-good unit failed its verification",),
         )
+    if outcome.starts is not None:
+        return _over_starts(state, outcome, outcome.starts)
     if outcome.drift and outcome.in_doubt and state.result in (Result.REJECTED, Result.PASSED):
         # The environment moved and the A-B-A reading cannot pin the verdict on the candidate: neither
         # rejected nor passed on it. The known-good unit runs either way.
@@ -292,6 +323,27 @@ def _verify(state: State, outcome: Outcome) -> State:
                            f"inconclusive, not {state.result.value}: the environment drifted during the promote; "
                            "run it again when the host is steady",))
     return replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+
+
+def _over_starts(state: State, outcome: Verified, starts: Verdict) -> State:
+    """The rolled-back verdict decided over server starts: the baseline's two (before the promote, after the
+    rollback), the candidate's one or two (its second start before the rollback).
+
+    A FAIL over both starts rejects (a stage-1 INCONCLUSIVE too: more evidence decided it), unless the
+    restored baseline drifted beyond the limit: the environment may then explain it. Anything else is
+    INCONCLUSIVE: never rejected on a FAIL that a slower server start could explain."""
+    done = replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+    if starts is Verdict.FAIL and not outcome.drift:
+        return replace(done, result=Result.REJECTED, reasons=done.reasons + (
+            "rejected: worse beyond the limit against the baseline on both of its server starts",))
+    if starts is Verdict.FAIL:
+        why = ("inconclusive, not rejected: the restored baseline drifted beyond the limit, so the environment "
+               "may explain the candidate's result; run it again when the host is steady")
+    elif state.result is Result.REJECTED:
+        why = "inconclusive, not rejected: a slower server start could explain the FAIL (judged over two baseline starts)"
+    else:
+        why = "still inconclusive over two baseline starts: the baseline was kept"
+    return replace(done, result=Result.INCONCLUSIVE, reasons=done.reasons + (why,))
 
 
 _STEPS: dict[Phase, Step] = {
@@ -304,6 +356,7 @@ _STEPS: dict[Phase, Step] = {
     Phase.BENCH: _bench,
     Phase.JUDGE: _judge,
     Phase.OUTPUTS: _outputs,
+    Phase.SECOND_START: _candidate_again,
     Phase.KEEP: _keep,
     Phase.ROLLBACK: _restore,
     Phase.VERIFY: _verify,

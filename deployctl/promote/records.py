@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deployctl.bench.result import BenchResult
+from deployctl.judge.noise import PairSource
 from deployctl.judge.reuse import BaselineFingerprint
 
 
@@ -68,6 +69,7 @@ class StoredBench:
     result: dict[str, Any]  # as stored (``show --json`` prints it as is)
     fingerprint: BaselineFingerprint | None = None  # a baseline's, when stored (ledger version 2 on)
     reused_from: int | None = None  # a reused baseline: the release whose measurement it extends
+    id: int | None = None  # the ledger's row (a canary watch names its own and its reference's)
 
     @property
     def bench(self) -> BenchResult:
@@ -77,3 +79,12 @@ class StoredBench:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
         data["fingerprint"] = self.fingerprint.to_dict() if self.fingerprint else None
         return data
+
+
+@dataclass(frozen=True)
+class StoredRestartPair:
+    """One unit measured on two server starts, as the ledger holds it (``Ledger.restart_pairs``)."""
+
+    before: StoredBench
+    after: StoredBench
+    source: PairSource  # what measured ``after``

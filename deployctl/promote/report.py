@@ -183,6 +183,11 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines += telemetry_lines(ev.baseline, ev.candidate)
     if ev.judge is not None:
         lines.append(f"verdict: {ev.judge.outcome.value}")
+    if ev.starts is not None:
+        # the reasons below say what decided it and the restart σ it allowed for
+        starts = "its two" if ev.candidate_again is not None else "its first only"
+        lines.append(f"verdict over server starts (the baseline's before the promote and after the rollback, the "
+                     f"candidate's {starts}): {ev.starts.outcome.value}")
     if ev.output is not None:
         lines += verdict_lines(ev.output)
     lines += [f"  - {r}" for r in state.reasons]
@@ -228,6 +233,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "preflight": {"errors": list(ev.preflight.errors), "warnings": list(ev.preflight.warnings)} if ev.preflight else None,
         "verdict": ev.judge.outcome.value if ev.judge else None,
         "noise": ev.judge.record.get("noise") if ev.judge else None,  # the noise in force (docs/judge.md)
+        "starts": ev.starts.to_dict() if ev.starts else None,  # the verdict decided over server starts
         "levels": [{**vars(r), "verdict": r.verdict_text}
                    for r in level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ())],
         "baseline_reused_from": ev.baseline_reused_from,

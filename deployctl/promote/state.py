@@ -22,6 +22,7 @@ class Phase(str, Enum):
     BENCH = "BENCH"
     JUDGE = "JUDGE"
     OUTPUTS = "OUTPUTS"
+    SECOND_START = "SECOND_START"  # the candidate restarted in place and measured again (C2), before the rollback
     KEEP = "KEEP"
     ROLLBACK = "ROLLBACK"
     VERIFY = "VERIFY"
@@ -32,7 +33,7 @@ class Phase(str, Enum):
 TERMINAL = frozenset({Phase.DONE, Phase.ROLLBACK_FAILED})
 # Phases in which the host may already run (or have on disk) something other than the known-good unit.
 _TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.OUTPUTS,
-                       Phase.KEEP})
+                       Phase.SECOND_START, Phase.KEEP})
 
 
 class Result(str, Enum):
@@ -94,6 +95,9 @@ class State:
     drift: bool = False
     fresh_baseline: bool = False  # measure the baseline now: a stored one's confirmation trials disagreed
     reused_from: int | None = None  # the release whose stored baseline is being confirmed or was reused
+    # The verdict is decided over server starts: the candidate's second start and the rollback's verification
+    # measure this plan (concurrency, trials).
+    over_starts: tuple[tuple[int, int], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -129,4 +133,5 @@ class State:
             drift=bool(data.get("drift", False)),
             fresh_baseline=bool(data.get("fresh_baseline", False)),
             reused_from=int(data["reused_from"]) if data.get("reused_from") is not None else None,
+            over_starts=tuple((int(c), int(n)) for c, n in data.get("over_starts", ())),
         )

@@ -61,6 +61,14 @@ class CheckOutputs:
 
 
 @dataclass(frozen=True)
+class SecondCandidateStart:
+    """Restart the candidate in place (a second server start, C2) and measure ``over_starts`` on it, before the
+    rollback: the verdict is then decided over the candidate's two starts and the baseline's two."""
+
+    over_starts: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
 class KeepCandidate:
     pass
 
@@ -72,12 +80,16 @@ class RestoreBaseline:
 
 @dataclass(frozen=True)
 class VerifyBaseline:
-    pass
+    """Health, a benchmark of the restored baseline on its new server start, the drift check. ``over_starts``:
+    (concurrency, trials) to measure instead of one trial at ``verify_concurrency``, and then decide the
+    judged verdict over the server starts (a FAIL a slow server start could explain, or INCONCLUSIVE)."""
+
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 Action = Union[
     RunPreflight, MeasureBaseline, ConfirmBaseline, InstallTrial, RestartCandidate, CheckStartupGates,
-    BenchCandidate, JudgeCandidate, CheckOutputs, KeepCandidate, RestoreBaseline, VerifyBaseline,
+    BenchCandidate, JudgeCandidate, CheckOutputs, SecondCandidateStart, KeepCandidate, RestoreBaseline, VerifyBaseline,
 ]
 
 
@@ -119,6 +131,10 @@ class Judged:
     outcome: Verdict
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
+    # The plan of the candidate's second start and the rollback's verification when a rollback on this verdict
+    # is to be decided over server starts (``deployctl.judge.starts``): a FAIL that a restart offset could
+    # explain, an INCONCLUSIVE.
+    over_starts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,7 @@ class Verified:
     drift: bool = False
     reasons: tuple[str, ...] = ()
     in_doubt: bool = False  # the drift may explain the judged verdict (A-B-A): the result is inconclusive
+    starts: Verdict | None = None  # the verdict over server starts (FAIL or INCONCLUSIVE), when asked for
 
 
 @dataclass(frozen=True)

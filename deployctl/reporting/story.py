@@ -114,7 +114,7 @@ def _release_story(
         return Story(release, story.runs, story.phases, _stored_intervals(stored, metric), metric,
                      float(confidence) if confidence is not None else None,
                      f"verdicts as decided at the time, stored with the release; {stored.policy_line()}; "
-                     f"{stored.noise_line()}", stored)
+                     f"{stored.noise_line()}" + (f"; {line}" if (line := stored.starts_line()) else ""), stored)
     if base and cand:
         verdict = judge(base.result, cand.result, policy)
         intervals = []

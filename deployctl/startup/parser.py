@@ -29,7 +29,7 @@ from deployctl.startup.lines import EMBEDDED_RE, Rank, Record, simple_record, sp
 from deployctl.startup.patterns import CAPTURING_BS_RE, OPTION_RE, freeze_moe
 from deployctl.startup.phases import fmt_stamp, reached_phases
 from deployctl.startup.records import access, deprecation, dispatch, rank_died
-from deployctl.startup.state import MAX_NOTICES, State, label
+from deployctl.startup.state import MAX_NOTICES, State, label, rank_number
 from deployctl.startup.report import (
     PHASES,
     CudaGraph,
@@ -352,7 +352,7 @@ class StartupParser:
                               tuple(r if isinstance(r, str) else label(r) for r in st.recent)[-12:], None, [])
         if failure is not None and not failure.ranks and st.failed_ranks:
             # The cause's own line names no rank (a kernel's CUDA error): the ranks other fatal lines name.
-            failure = replace(failure, ranks=sorted({r.tp for r in st.failed_ranks if r.tp is not None}))
+            failure = replace(failure, ranks=sorted({n for r in st.failed_ranks if (n := rank_number(r)) is not None}))
         outcome = "failed" if failure else "ready" if st.ready else "starting"
         args = self._args()
         version = self._version(args)
@@ -373,11 +373,12 @@ class StartupParser:
         info_mrr = self._info_mrr()
         quant, quant_source = header.quantization(args or {}, st.weight_quant,
                                                   (entry.get("dtype") for entry in st.moe.values()))
+        split = header.parallelism(args or {}, self._ranks)
         return StartupReport(
             outcome=outcome,
             phase=phase,
             phases=phases,
-            failure=freeze(failure),
+            failure=freeze(failure, "DP" if split is not None and split.tp == 1 and split.dp > 1 else "TP"),
             server_args=dict(args) if args is not None else None,
             server_args_format=self._parsed[1] if args is not None and self._parsed else None,
             scheduler=SchedulerSummary(_tp(st.summary_rank), *summary[:6]) if summary else None,
@@ -414,7 +415,7 @@ class StartupParser:
             format_note=("the log format is older than the oldest supported (SGLang 0.3.0): facts may be "
                          "missing" if version.older_than_supported else None),
             inferred=inferred,
-            parallelism=header.parallelism(args or {}, self._ranks),
+            parallelism=split,
             failed_ranks=tuple(r.label for r in sorted(st.failed_ranks, key=_rank_order)),
             unwrapped_lines=self._unwrapper.wrapped,
             quantization=quant,

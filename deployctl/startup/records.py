@@ -28,7 +28,7 @@ from deployctl.startup.patterns import (
     read_summary,
 )
 from deployctl.startup.report import Deprecation
-from deployctl.startup.state import MAX_NOTICES, State, label, primacy, tp_of
+from deployctl.startup.state import MAX_NOTICES, State, label, primacy, rank_number, tp_of
 from deployctl.startup.tracebacks import Traceback, clip
 
 Handler = Callable[[State, Record, str], None]
@@ -205,7 +205,8 @@ def _prefill_disabled(st: State, rec: Record, msg: str) -> None:
 
 def _rank_exception(st: State, rec: Record, msg: str) -> None:
     st.close_tb()
-    st.tb = Traceback("rank", tp_of(rec.rank) if rec.rank is not None else None, clip(label(rec)))
+    number = rank_number(rec.rank) if rec.rank is not None else None
+    st.tb = Traceback("rank", number if number is not None or rec.rank is None else 0, clip(label(rec)))
     st.failed_rank(rec.rank)
 
 
@@ -217,7 +218,7 @@ def _kernel(st: State, rec: Record, msg: str) -> None:
     kind, message, torch_rank = found
     rank = rec.rank if rec.rank is not None else Rank(tp=torch_rank) if torch_rank is not None else None
     st.failed_rank(rank)
-    st.fail(kind, message, evidence=(clip(label(rec)),), rank=rank.tp if rank is not None else None)
+    st.fail(kind, message, evidence=(clip(label(rec)),), rank=rank_number(rank) if rank is not None else None)
 
 
 def _sigquit(st: State, rec: Record, msg: str) -> None:

@@ -34,6 +34,9 @@ class StartupFailure:
     ranks: tuple[int, ...] = ()
     exception: str | None = None
     unknown_flags: tuple[str, ...] = ()
+    # What ``rank``/``ranks`` number: TP ranks, or DP ranks on a data-parallel-only server (tp 1, dp > 1),
+    # whose schedulers SGLang tags by DP rank alone (``[… DP3]``).
+    rank_kind: str = "TP"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,12 @@ def tp_of(rank: Rank | None) -> int:
     return rank.tp if rank is not None and rank.tp is not None else 0
 
 
+def rank_number(rank: Rank) -> int | None:
+    """The number a failure names ``rank`` by: its TP rank, else (a data-parallel-only server's scheduler,
+    tagged ``[… DP3]``) its DP rank; None for a rank tagged by neither (``EP3``)."""
+    return rank.tp if rank.tp is not None else rank.dp
+
+
 def primacy(rank: Rank | None) -> tuple[int, int, int]:
     """Lower is more primary: PP0 TP0 (DP0) before PP1 TP0 before any TP>0."""
     if rank is None:

@@ -44,12 +44,12 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
-def _ranks(ranks: tuple[int, ...]) -> str:
+def _ranks(ranks: tuple[int, ...], kind: str = "TP") -> str:
     if not ranks:
         return ""
     if list(ranks) == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
-        return f"TP{ranks[0]}-{ranks[-1]}"
-    return ",".join(f"TP{r}" for r in ranks)
+        return f"{kind}{ranks[0]}-{ranks[-1]}"
+    return ",".join(f"{kind}{r}" for r in ranks)
 
 
 def _phase(phase: str | None) -> str:
@@ -123,7 +123,7 @@ def render_report(report: StartupReport, *, verbose: bool = False) -> str:
         lines.append(f"READY {took} · {where}")
     elif report.outcome == "failed" and report.failure is not None:
         f = report.failure
-        on = _failed_ranks(report.failed_ranks) or _ranks(f.ranks)
+        on = _failed_ranks(report.failed_ranks) or _ranks(f.ranks, f.rank_kind)
         at = f" on {on}" if on else ""
         lines.append(f"FAILED: {f.kind}{at} during {_phase(report.phase)} · {where}")
         lines.append(f"  {f.message}")

@@ -128,10 +128,11 @@ def copy(failure: Failure | None) -> Failure | None:
     return None if failure is None else replace(failure, ranks=list(failure.ranks))
 
 
-def freeze(failure: Failure | None) -> StartupFailure | None:
+def freeze(failure: Failure | None, rank_kind: str = "TP") -> StartupFailure | None:
+    """The report's failure; ``rank_kind``: what its rank numbers are (``StartupFailure.rank_kind``)."""
     if failure is None:
         return None
     ranks = tuple(sorted(failure.ranks))
     return StartupFailure(failure.kind, failure.message, tuple(failure.evidence),
                           failure.rank if failure.rank is not None else (ranks[0] if ranks else None),
-                          ranks, failure.exception, failure.unknown_flags)
+                          ranks, failure.exception, failure.unknown_flags, rank_kind)

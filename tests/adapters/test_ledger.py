@@ -7,9 +7,11 @@ import sqlite3
 import pytest
 from support.promote import bench, startup
 
-from deployctl.adapters.ledger import _SCHEMA, Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
+from deployctl.adapters.ledger.schema import LEDGER_VERSION, SCHEMA
 from deployctl.errors import InputError
 from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
+from deployctl.promote.canary import ServerStart, WatchStart
 
 NO_LEVELS = bench({})
 
@@ -146,10 +148,51 @@ def test_restart_pairs_are_one_unit_on_two_starts_oldest_first(ledger, clock):
         ledger.save_bench(rid, role, NO_LEVELS, unit_hash=unit, bench_key=key, host="h")
     found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
     # a rollback's verification; an A/A promote's candidate (its latest round); not another unit's candidate
-    assert [(b.release_id, b.role, a.role) for b, a in found] == [(rolled, "baseline", "verify"),
-                                                                   (aa, "baseline", "candidate")]
-    assert found[1][1].at == max(b.at for b in ledger.benches(aa) if b.role == "candidate")
+    assert [(p.before.release_id, p.before.role, p.after.role, p.source.one) for p in found] == [
+        (rolled, "baseline", "verify", "rollback verification"), (aa, "baseline", "candidate", "A/A promote")]
+    assert found[1].after.at == max(b.at for b in ledger.benches(aa) if b.role == "candidate")
     assert ledger.restart_pairs(deployment="glm5", host="elsewhere", bench_key="k", exclude_releases=()) == []
+
+
+
+def _watch(ledger, clock, live, start, reference, *, key="k", host="h"):
+    """A synthetic canary watch of ``live`` on ``start`` against the row ``reference``, noted as the canary notes it."""
+    clock.now += 1
+    row = ledger.save_bench(live, "watch", NO_LEVELS, unit_hash="u", bench_key=key, host=host)
+    ref = next(b for r in (live, reference[0]) for b in ledger.benches(r) if b.id == reference[1])
+    ledger.record(live, "canary", "note", "watch", {"health": "ok", **WatchStart(start, row, ref.id, ref.at).to_dict()})
+    return row
+
+
+def test_restart_pairs_have_the_first_canary_watch_on_each_later_start_of_the_unit(ledger, clock):
+    rolled, live = _begin(ledger), _begin(ledger)
+    clock.now += 1
+    ledger.save_bench(rolled, "baseline", NO_LEVELS, unit_hash="u", bench_key="k", host="h")
+    promoted = (live, ledger.save_bench(live, "candidate", NO_LEVELS, unit_hash="u", bench_key="k", host="h"))
+    first = ServerStart("invocation-1", clock.now - 0.5)  # the promotion was measured on this start
+    _watch(ledger, clock, live, first, promoted)  # the same start: no pair
+    second = ServerStart("invocation-2", clock.now + 0.5)
+    after_restart = _watch(ledger, clock, live, second, promoted)
+    _watch(ledger, clock, live, second, promoted)  # the same restart offset again: not another pair
+    clock.now += 1
+    ledger.save_bench(rolled, "verify", NO_LEVELS, unit_hash="u", bench_key="verify:[8]", host="h")
+    other_sweep = (live, ledger.save_bench(live, "reference", NO_LEVELS, unit_hash="u", bench_key="other", host="h"))
+    other_unit = (rolled, ledger.save_bench(rolled, "baseline", NO_LEVELS, unit_hash="v", bench_key="k", host="h"))
+    third = ServerStart("invocation-3", clock.now + 0.5)
+    _watch(ledger, clock, live, third, other_sweep)  # another sweep's reference: not comparable
+    _watch(ledger, clock, live, third, other_unit)  # another unit's measurement: not a restart pair
+    _watch(ledger, clock, live, ServerStart("invocation-4", clock.now + 0.5), promoted, host="elsewhere")
+
+    found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=())
+    assert [(p.before.id, p.after.id, p.source.one) for p in found] == [
+        (promoted[1], after_restart, "canary watch after a restart"),
+        (ledger.benches(rolled)[0].id, ledger.benches(rolled)[1].id, "rollback verification")]  # oldest first
+    detail = [e.detail for e in ledger.events(live) if e.name == "watch"]
+    assert [d["restart_between"] for d in detail] == [False, True, True, True, True, True]
+    assert detail[1]["start"] == {"invocation_id": "invocation-2", "active_since": second.active_since}
+    assert ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(live,))[0].after.role \
+        == "verify"  # the release being judged, or whose baseline it reuses, is left out
+    assert ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(), limit=1) == found[-1:]
 
 
 @pytest.mark.parametrize(
@@ -202,7 +245,7 @@ def test_a_version_1_ledger_gains_the_fingerprint_and_its_old_baselines_load_but
 
     db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))
     # Version 1's benchmarks table, as deployctl 0.1 created it: no fingerprint, no reused_from.
-    db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS benchmarks")[0] + """
+    db.executescript(SCHEMA.split("CREATE TABLE IF NOT EXISTS benchmarks")[0] + """
         CREATE TABLE benchmarks (id INTEGER PRIMARY KEY AUTOINCREMENT, release_id INTEGER NOT NULL,
           role TEXT NOT NULL, at REAL NOT NULL, unit_hash TEXT NOT NULL, host TEXT, sglang_version TEXT,
           bench_key TEXT NOT NULL, result_json TEXT NOT NULL);
@@ -221,8 +264,11 @@ def test_a_version_1_ledger_gains_the_fingerprint_and_its_old_baselines_load_but
                           reused_from=1)  # a reused row is never itself the stored baseline
         found = ledger.stored_baseline(unit_hash="h0", bench_key="k", host="h")
         assert found.fingerprint == fp and found.reused_from is None and found.at > 2.0
-    with Ledger.open(tmp_path) as ledger:  # migrated once; the version says so
-        assert ledger._version() == 2
+    db = sqlite3.connect(str(tmp_path / "ledger.sqlite3"))  # migrated once; the version says so
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION == 2
+    finally:
+        db.close()
 
 
 def test_a_ledger_in_memory_touches_no_file(tmp_path, monkeypatch):

@@ -87,12 +87,13 @@ class Cli:
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return self.box.run([sys.executable, "-m", "deployctl", *args], env=self.env(), timeout=timeout)
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        """The verb in the background; its output goes to a file beside the state dir (a pipe nobody reads
-        could fill and stall it). ``stop_started`` ends what a failed test left running."""
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """The verb in the background (``env`` added to its environment); its output goes to a file beside
+        the state dir (a pipe nobody reads could fill and stall it). ``stop_started`` ends what a failed test
+        left running."""
         log = self.state_dir.parent / f"started-{len(self.started)}.log"
         with log.open("w") as out:
-            proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env()}, text=True,
+            proc = subprocess.Popen(self.argv(*args), env={**os.environ, **self.env(), **(env or {})}, text=True,
                                     stdout=out, stderr=subprocess.STDOUT)
         proc.log_path = log  # type: ignore[attr-defined]  # what output() reads
         self.started.append(proc)
@@ -138,6 +139,31 @@ def installed_profile(box: Sandbox, unit: str) -> str:
     text = (box.unit_dir / unit).read_text()
     assert not (box.runtime_unit_dir / unit).exists(), "a trial was left behind"
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("X-Deployctl-Profile="))
+
+
+def one_deployment_site(sandbox: Sandbox, root: Path, data: dict[str, Any], deployment: str
+                        ) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
+    """A module's ``site`` fixture body: ``data`` (``one_deployment``) as ``root``/inventory.yaml, and
+    ``deployment`` stopped once the module is done."""
+    (root / "inventory.yaml").write_text(yaml.safe_dump(data))
+    yield sandbox, root / "inventory.yaml", data
+    sandbox.run(["systemctl", "stop", data["deployments"][deployment]["unit"]])
+
+
+def one_deployment_world(site: tuple[Sandbox, Path, dict[str, Any]], state_dir: Path, deployment: str
+                         ) -> Iterator[tuple[Cli, dict[str, Any]]]:
+    """A ``world`` fixture's body for a one-deployment ``site`` (sandbox, inventory, data): a fresh ledger in
+    ``state_dir`` and ``deployment`` serving its baseline, installed and healthy (restarted only where not);
+    whatever the test started and left running is aborted after it."""
+    box, inventory, data = site
+    cli = Cli(box, inventory, state_dir)
+    dep = data["deployments"][deployment]
+    if not (box.unit_dir / dep["unit"]).exists() or installed_profile(box, dep["unit"]) != "baseline" \
+            or not healthy(dep["port"]):
+        done = cli("restart", deployment, "--profile", "baseline")
+        assert done.returncode == 0, done.stdout + done.stderr
+    yield cli, dep
+    cli.stop_started([deployment])
 
 
 def slow_down(box: Sandbox, unit: str, port: int, *env: str) -> None:

@@ -12,6 +12,7 @@ from support.promote import READY, bench, plan, startup
 from deployctl.bench.result import BenchResult, merge_results
 from deployctl.errors import SystemdError, UnitNotFound
 from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import StartsVerdict
 from deployctl.live.protocols import Adapters
 from deployctl.promote.evidence import (
     DriftResult,
@@ -137,10 +138,13 @@ def with_trials(result: BenchResult, trials: Mapping[int, int] | int) -> BenchRe
 
 class FakeJudge:
     def __init__(self, verdicts: Sequence[JudgeResult] = (), gates: GateResult = GateResult(True),
-                 drift: DriftResult = DriftResult(False)):
+                 drift: DriftResult = DriftResult(False), starts: StartsVerdict | None = None):
         self.verdicts = list(verdicts)
         self._gates = gates
         self._drift = drift
+        self._starts = starts
+        self.drift_asked: list[tuple[BenchResult | None, Any]] = []  # (candidate, judged) of each drift check
+        self.starts_asked: list[tuple[Sequence[BenchResult], Sequence[BenchResult]]] = []
 
     def gates(self, baseline: StartupReport | None, candidate: StartupReport) -> GateResult:
         return self._gates
@@ -152,7 +156,14 @@ class FakeJudge:
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
               judged: Any = None) -> DriftResult:
+        self.drift_asked.append((candidate, judged))
         return self._drift
+
+    def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult], noise: Any,
+                    restart: Any) -> StartsVerdict:
+        assert self._starts is not None, "the runner asked for a verdict over two starts nobody scripted"
+        self.starts_asked.append((baselines, candidates))
+        return self._starts
 
 
 class FakePreflight:

@@ -19,8 +19,10 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
+from deployctl.judge.noise import WATCH_AFTER_RESTART
 from deployctl.live.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed, wait_for
@@ -122,6 +124,38 @@ def test_a_slowed_live_server_is_degraded_with_exit_code_metrics_and_webhook(wor
         assert call["body"]["verdict"] == "degraded" and call["body"]["deployment"] == "glm5-sim"
         assert "degraded" in call["body"]["text"] and call["signature"].startswith("sha256=")
         assert "s3cret" not in json.dumps(call["body"])
+
+
+
+def test_the_first_watch_after_a_restart_is_a_restart_pair_in_the_ledger(world):
+    cli, data, _ = world
+    unit, port = data["deployments"]["glm5-sim"]["unit"], data["deployments"]["glm5-sim"]["port"]
+    done = canary(cli, "glm5-sim")  # the release has a reference by now (this one, if it is the first)
+    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    cli.box.run(["systemctl", "restart", unit])
+    wait_for("glm5-sim serves again", lambda: _healthy(port), 60)
+    done = canary(cli, "glm5-sim")
+    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    note = _notes(cli, "glm5-sim", "watch")[-1]
+    invocation = cli.box.run(["systemctl", "show", "-P", "InvocationID", unit]).stdout.strip()
+    assert note["restart_between"] is True and note["start"]["invocation_id"] == invocation
+    # its reference is glm5-sim's first watch (no promotion here), whose own note says its start
+    assert note["reference_start"]["invocation_id"] != invocation
+    assert "measured on an earlier start of the unit" in note["reference"]
+    with Ledger.open(cli.state_dir) as ledger:
+        watched = next(b for b in ledger.benches(_live_id(cli, "glm5-sim")) if b.id == note["bench_id"])
+        pairs = ledger.restart_pairs(deployment="glm5-sim", host=watched.host, bench_key=watched.bench_key,
+                                     exclude_releases=())
+    assert [(p.before.id, p.source) for p in pairs if p.after.id == note["bench_id"]] == \
+        [(note["reference_id"], WATCH_AFTER_RESTART)]
+
+
+def _live_id(cli: Cli, deployment: str) -> int:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        return con.execute("SELECT id FROM releases WHERE deployment=? AND live=1", (deployment,)).fetchone()[0]
+    finally:
+        con.close()
 
 
 HOLD_LOCK = (

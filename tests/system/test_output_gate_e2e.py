@@ -14,7 +14,9 @@ import json
 
 import pytest
 import yaml
-from support.promote_world import Cli, healthy, installed_profile, one_deployment, slowed
+from support.promote_world import (
+    Cli, healthy, installed_profile, one_deployment, one_deployment_site, one_deployment_world, slowed,
+)
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
@@ -43,26 +45,16 @@ def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     root = tmp_path_factory.mktemp("output-gate")
     data = one_deployment(DEP, PROFILES)
     data["policy"]["gates"] = {**data["policy"]["gates"], "output": GATE}
-    (root / "inventory.yaml").write_text(yaml.safe_dump(data))
     # The same deployment with the gate first: a wrong candidate is rejected before the sweep (whose
     # verdict on a 1.3x candidate, on two loaded cores, is not this file's subject).
     first = {**data, "policy": {**data["policy"], "gates": {**data["policy"]["gates"], "output": {**GATE, "run": "first"}}}}
     (root / "first.yaml").write_text(yaml.safe_dump(first))
-    yield sandbox, root / "inventory.yaml", data
-    sandbox.run(["systemctl", "stop", data["deployments"][DEP]["unit"]])
+    yield from one_deployment_site(sandbox, root, data, DEP)
 
 
 @pytest.fixture
 def world(site: tuple[Sandbox, Path, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Cli, dict[str, Any]]]:
-    box, inventory, data = site
-    cli = Cli(box, inventory, tmp_path / "state")
-    dep = data["deployments"][DEP]
-    if not (box.unit_dir / dep["unit"]).exists() or installed_profile(box, dep["unit"]) != "baseline" \
-            or not healthy(dep["port"]):
-        done = cli("restart", DEP, "--profile", "baseline")
-        assert done.returncode == 0, done.stdout + done.stderr
-    yield cli, dep
-    cli.stop_started([DEP])
+    yield from one_deployment_world(site, tmp_path / "state", DEP)
 
 
 def _output_event(cli: Cli, release: int) -> dict[str, Any]:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from support.promote import plan
+
 from deployctl.commands.bisect import outcome_lines
 from deployctl.errors import ExitCode
 from deployctl.inventory.policy import BisectPolicy
-from deployctl.live.bisect import Bisector, Step
+from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import RestartNoise
+from deployctl.live.bisect import Bisector, Step, observe
 from deployctl.promote import machine as m
 from deployctl.promote.bisect_changes import Change
 from deployctl.promote.bisect_search import Observation, Search, Trial
+from deployctl.promote.evidence import Evidence, PromoteOutcome
 
 CHANGES = tuple(Change(flags={f"flag-{i}": True}, texts=(f"+ --flag-{i}",)) for i in range(4))
 
@@ -92,3 +98,12 @@ def test_a_budget_spent_on_an_inconclusive_subset_names_it_undecided() -> None:
     bisector = Undecided(None, site, "candidate", "baseline", m.Limits(), "alice", 1, None, lambda: 0.0)  # type: ignore[arg-type]
     out = asyncio.run(bisector.run(Search(4, candidate=Observation(False)), CHANGES))
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.undecided == (frozenset({0, 1}),)
+
+
+def test_a_trial_decided_inconclusive_over_two_starts_is_measured_again_and_never_summarised_as_failed() -> None:
+    said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
+    state = m.State(phase=m.Phase.DONE, result=m.Result.INCONCLUSIVE,
+                    reasons=("FAIL: C=8 regressed beyond the limit", said, "inconclusive, not rejected: …"))
+    evidence = Evidence(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    seen = observe(PromoteOutcome(7, state, plan(), evidence, 1.0), CHANGES, frozenset({1}), None)  # type: ignore[arg-type]
+    assert seen.inconclusive and not seen.passed and seen.summary == said

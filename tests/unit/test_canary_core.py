@@ -13,7 +13,7 @@ from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.changepoint import change_points
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.watch import Health, watch_verdict
-from deployctl.promote.canary import Judged, decide_try, in_window
+from deployctl.promote.canary import Judged, ServerStart, WatchStart, decide_try, in_window
 
 
 def _quiet(seed: int, n: int, level: float = 1000.0, noise: float = 0.005) -> list[float]:
@@ -177,3 +177,17 @@ def test_another_check_in_the_watch_folds_in_worst_first():
     worse = with_checks(unclear, [("outputs", CheckVerdict(Health.DEGRADED, ("wrong answers",))),
                                   ("other", CheckVerdict(Health.OK))])
     assert worse.health is Health.DEGRADED
+
+
+def test_a_watch_is_a_restart_pair_only_when_its_reference_was_measured_before_this_start():
+    start = ServerStart("a1b2", active_since=5000.0)
+    assert WatchStart(start, bench_id=9, reference_id=3, reference_at=4999.0).restart_between is True
+    assert WatchStart(start, bench_id=9, reference_id=3, reference_at=5001.0).restart_between is False  # same start
+    assert WatchStart(None, bench_id=9, reference_id=3, reference_at=4999.0).restart_between is None  # start unknown
+    assert WatchStart(start, bench_id=9, reference_id=None, reference_at=None).restart_between is None  # no reference
+    # a start noted with the reference decides, whatever the clocks say
+    assert WatchStart(start, 9, 3, 4999.0, reference_start=ServerStart("a1b2", 4000.0)).restart_between is False
+    assert WatchStart(start, 9, 3, 5001.0, reference_start=ServerStart("9f8e", 4000.0)).restart_between is True
+    assert WatchStart(start, 9, 3, 4999.0).to_dict() == {
+        "start": {"invocation_id": "a1b2", "active_since": 5000.0}, "bench_id": 9, "reference_id": 3,
+        "reference_at": 4999.0, "reference_start": None, "restart_between": True}

@@ -89,7 +89,7 @@ def test_a_new_moe_warning_fails_and_a_known_one_does_not():
 def test_a_candidate_that_did_not_start_fails_before_anything_else():
     failure = StartupFailure(kind="oom_kv_cache", message="Not enough memory.", rank=2)
     v = check_startup_gates(report(), report(None, outcome="failed", failure=failure), StartupGates())
-    assert v.failures == ["the candidate did not start on rank 2: oom_kv_cache: Not enough memory."]
+    assert v.failures == ["the candidate did not start on TP rank 2: oom_kv_cache: Not enough memory."]
     v = check_startup_gates(None, report(None, outcome="starting", phase="cuda_graphs"), StartupGates())
     assert v.failures == ["the candidate never reported ready (last phase: cuda_graphs)"]
 
@@ -126,3 +126,10 @@ def test_fixture_logs_failed_starts():
     assert "oom_kv_cache" in check_startup_gates(_parsed("01"), _parsed("04"), StartupGates()).failures[0]
     assert "unknown_flag" in check_startup_gates(_parsed("01"), _parsed("06"), StartupGates()).failures[0]
     assert "model_not_found" in check_startup_gates(None, _parsed("10"), StartupGates()).failures[0]
+
+
+def test_a_data_parallel_only_candidate_that_did_not_start_names_its_dp_rank():
+    # DP8 with tp 1: SGLang tags each scheduler "[… DP3]"; every one of them is TP rank 0.
+    log = (LOGS / "38-qwen3-8b-dp8-oom-on-dp3-v0.5.9.log").read_text().splitlines()
+    v = check_startup_gates(report(), parse_lines(log), StartupGates())
+    assert v.failures[0].startswith("the candidate did not start on DP rank 3: oom: CUDA out of memory.")

@@ -2,8 +2,9 @@
 
 benchmarks/judge_calibration.py simulates tens of thousands of promotes with the judge's rules written
 out over arrays; its tables (docs/judge.md) are worth something only while those rules are the judge's.
-Here a few runs of every cell go through the real baseline rounds and ``judge()`` as well, under each
-noise model the targets are checked under (shared per-trial shock, restart offset, heavy tails).
+Here a few runs of every cell go through the real baseline rounds, ``judge()`` and — where stage 1 left it to a
+second start — ``judge_over_starts`` as well, under each noise model the targets are checked under (shared
+per-trial shock, restart offset, heavy tails).
 """
 
 from __future__ import annotations
@@ -24,9 +25,16 @@ _spec.loader.exec_module(calibration)
 
 @pytest.mark.parametrize("model", calibration.MODELS, ids=lambda m: m.name)
 def test_the_vectorised_decisions_agree_with_judge_under_each_noise_model(model):
-    mismatches, compared = calibration.cross_check(model, runs=6, seed=11, changes=(0.0, -0.10))
-    assert compared >= 60  # 2 sweeps × 4 baselines × 2 changes × 6 runs, less the few with an outlier set aside
+    mismatches, compared, over = calibration.cross_check(model, runs=5, seed=11, changes=(0.0, -0.05, -0.10))
+    assert compared >= 70  # 2 sweeps × 4 baselines × 3 changes × 5 runs, less those with an outlier set aside (t noise)
+    assert over >= 8  # the runs stage 1 left undecided went through judge_over_starts as well
     assert mismatches == 0
+
+
+def test_deciding_over_starts_with_the_baseline_s_second_start_only_agrees_too():
+    model = calibration.NoiseModel(restart_sigma=0.02)
+    mismatches, compared, over = calibration.cross_check(model, runs=4, seed=12, changes=(0.0, -0.05, -0.10), c2=False)
+    assert compared >= 60 and over >= 8 and mismatches == 0
 
 
 def test_the_noise_models_draw_what_they_say():

@@ -11,12 +11,12 @@ import pytest
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import (
     DEFAULT_RESTART_WEIGHT, RestartPair, aa_samples, baseline_plan, baseline_top_up, describe_baseline, learn,
-    learn_from, learn_restart, plan_z, planned_trials, restart_pair,
+    ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART, learn_from, learn_restart, plan_z, planned_trials, restart_pair,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, pool,
 )
-from deployctl.judge.verdict import sweep_shock
+from deployctl.judge.verdict import judge, sweep_shock
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_judge import sweep, trial  # noqa: E402
@@ -187,6 +187,18 @@ def test_restart_noise_is_learned_from_pairs_with_the_default_weighing_in():
     assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)] * 40).df == DEFAULT_RESTART_WEIGHT + MAX_PRIOR_DF
 
 
+
+def test_the_learned_restart_noise_says_what_measured_its_pairs():
+    verified, watched = RestartPair(0.01, 0.5, 1e-4, 1, ROLLBACK_VERIFICATION), RestartPair(0.0, 0.5, 1e-4, 1, WATCH_AFTER_RESTART)
+    assert learn_restart([verified, watched, verified]).source == (
+        "learned from 3 restart pair(s) of this host (2 rollback verifications, 1 canary watch after a restart), "
+        f"the default weighing as {DEFAULT_RESTART_WEIGHT}")
+    assert learn_restart([RestartPair(0.0, 0.5, 0.0, 1)]).source == (  # nothing said, nothing claimed
+        f"learned from 1 restart pair(s) of this host, the default weighing as {DEFAULT_RESTART_WEIGHT}")
+    before, after = sweep({1: [1000.0, 1020.0]}), sweep({1: [1050.0]})
+    assert restart_pair(before, after, "output_tok_s", {}, WATCH_AFTER_RESTART).source is WATCH_AFTER_RESTART
+
+
 def test_the_restart_noise_ledger_form_round_trips_and_rejects_nonsense():
     learned = RestartNoise(0.012, 9, "learned from 5 restart pair(s)")
     assert RestartNoise.from_dict(learned.to_dict()) == learned
@@ -206,3 +218,25 @@ def test_a_learned_restart_sigma_enlarges_the_baseline_the_default_does_not():
     limit = -math.log(0.95)
     kw = dict(false_fail=0.002, miss=0.05, least=2, most=5, levels=5)
     assert planned_trials(0.01, limit, **kw, restart_sigma=0.03) == 5  # the restart alone exceeds the room
+
+
+def test_restart_pairs_within_chance_of_no_offset_leave_the_one_start_test_at_the_default():
+    # Eight pairs whose differences are what their trials alone give (Σd² = m̄·Σscale): no offset seen;
+    # 3× that: seen. The learned σ_r is kept as it is (deciding over starts bounds it), the one-start
+    # test and the baseline's size use the default, known, and say why.
+    calm = learn_restart([RestartPair(d, 0.5, 4e-4, 2) for d in (0.02, -0.01, 0.0142, -0.0142, 0.01, -0.02, 0.0, 0.0)])
+    assert not calm.seen and calm.df == DEFAULT_RESTART_WEIGHT + 8 and calm.sigma > 0
+    used = calm.in_test()
+    assert used.sigma == DEFAULT_RESTART_SIGMA and used.df is None and "no offset beyond chance" in used.source
+    moved = learn_restart([RestartPair(d, 0.5, 4e-4, 2) for d in (0.04, -0.03, 0.03, -0.03, 0.02, -0.04, 0.03, 0.0)])
+    assert moved.seen and moved.in_test() is moved
+    assert DEFAULT_RESTART.in_test() is DEFAULT_RESTART
+    assert RestartNoise.from_dict(calm.to_dict()) == calm
+    assert RestartNoise.from_dict({"sigma": 0.01, "df": 9, "source": "older ledger row"}).seen  # as learned
+    policy = JudgePolicy()
+    quiet = first_stage(4.0)
+    assert baseline_plan(policy, quiet, {}, RestartNoise(0.012, 12, "learned", seen=False)) == {c: 2 for c in LEVELS}
+    base, cand = sweep({64: [1000.0, 1010.0, 990.0]}), sweep({64: [1000.0, 1010.0, 990.0]})
+    verdict = judge(base, cand, policy, restart=RestartNoise(0.02, 12, "learned", seen=False))
+    assert "restart σ 0.5 % a side (default: this host's restart pairs show no offset beyond chance" in verdict.notes[-1]
+    assert verdict.noise.restart_df is None

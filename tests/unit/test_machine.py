@@ -291,3 +291,85 @@ def test_a_bisect_trial_that_passed_on_a_drift_is_inconclusive():
     state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), OK, m.Verified(True, drift=True, in_doubt=True)],
                      limits=m.Limits(keep=False))
     assert state.result is m.Result.INCONCLUSIVE
+
+
+# --- a rolled-back verdict decided over server starts (deployctl.judge.starts) ------------------
+
+PLAN = ((2, 3), (8, 3))  # the verification's trials a critical level
+
+
+def _over_starts(judged, starts, *, drift=False, limits=m.Limits()):
+    """Judged, then the candidate's second start, the rollback and the verification; the last action asked."""
+    outcomes = HAPPY_PREFIX + [judged, OK, OK, m.Verified(True, drift=drift, reasons=("over two starts: …",), starts=starts)]
+    state = m.start(limits)
+    for outcome in outcomes:
+        action = m.next_action(state)
+        state = m.advance(state, outcome)
+        assert m.State.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    return state, action
+
+
+def test_a_fail_a_restart_offset_could_explain_is_inconclusive_over_two_starts_not_rejected():
+    judged = m.Judged(Verdict.FAIL, ("C=8: −7 %",), over_starts=PLAN)
+    _, actions = drive(HAPPY_PREFIX + [judged, OK, OK])
+    assert actions[-3:] == ["JudgeCandidate", "SecondCandidateStart", "RestoreBaseline"]
+    state, verify = _over_starts(judged, Verdict.INCONCLUSIVE)
+    assert verify == m.VerifyBaseline(over_starts=PLAN)  # the verification measures every critical level
+    assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
+    assert "over two starts: …" in state.reasons
+    assert state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain the FAIL")
+
+
+def test_a_fail_that_stands_over_two_starts_is_rejected():
+    state, _ = _over_starts(m.Judged(Verdict.FAIL, ("C=8: −9 %",), over_starts=PLAN), Verdict.FAIL)
+    assert state.result is m.Result.REJECTED and state.exit_code == ExitCode.REJECTED
+    assert state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
+
+
+def test_a_final_inconclusive_can_become_a_rejection_over_two_starts():
+    judged = m.Judged(Verdict.INCONCLUSIVE, ("C=8: unclear",), over_starts=PLAN)
+    state, verify = _over_starts(judged, Verdict.FAIL, limits=m.Limits(bench_rounds=1))
+    assert verify.over_starts == PLAN and state.result is m.Result.REJECTED
+    state, _ = _over_starts(judged, Verdict.INCONCLUSIVE, limits=m.Limits(bench_rounds=1))
+    assert state.result is m.Result.INCONCLUSIVE and state.reasons[-1].startswith("still inconclusive over two")
+
+
+def test_a_fail_over_two_starts_with_a_drifted_baseline_is_inconclusive_one_story():
+    state, _ = _over_starts(m.Judged(Verdict.FAIL, over_starts=PLAN), Verdict.FAIL, drift=True)
+    assert state.result is m.Result.INCONCLUSIVE and state.drift
+    assert state.reasons[-1].startswith("inconclusive, not rejected: the restored baseline drifted")
+    assert not any(r.startswith("rejected") for r in state.reasons)
+
+
+def test_a_robust_fail_verifies_as_before_and_a_non_final_inconclusive_carries_no_plan():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK])
+    assert m.next_action(state) == m.VerifyBaseline()
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN, more_trials=((8, 1),))])
+    assert state.phase is m.Phase.BENCH and state.over_starts == ()
+
+
+@pytest.mark.parametrize("steps", [0, 2], ids=["in-the-second-start", "in-the-verification"])
+def test_a_controller_killed_deciding_over_starts_rolls_back_and_verifies_over_starts_again(steps):
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=PLAN)] + [OK] * steps)
+    assert state.phase is (m.Phase.SECOND_START, m.Phase.ROLLBACK, m.Phase.VERIFY)[steps] and state.touched
+    resumed = m.resume_after_crash(state, "the controller died")
+    assert resumed.phase is m.Phase.ROLLBACK and resumed.result is m.Result.REJECTED
+    resumed = m.advance(resumed, OK)
+    assert m.next_action(resumed) == m.VerifyBaseline(over_starts=PLAN)
+
+
+def test_the_second_start_asks_for_the_plan_and_an_abort_there_still_decides_over_starts():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN)], limits=m.Limits(bench_rounds=1))
+    assert m.next_action(state) == m.SecondCandidateStart(over_starts=PLAN)
+    aborted = m.advance(state, m.Interrupted("aborted by the operator"))
+    assert aborted.phase is m.Phase.ROLLBACK and aborted.result is m.Result.INCONCLUSIVE
+    assert aborted.over_starts == PLAN and aborted.reasons[-1] == "aborted by the operator"
+
+
+def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_that():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN),
+                                     m.Failed(("the candidate did not come back on its second start (crashed)",)), OK],
+                     limits=m.Limits(bench_rounds=1))
+    assert state.result is m.Result.REJECTED and state.over_starts == ()
+    assert m.next_action(state) == m.VerifyBaseline()  # nothing left to decide over starts: the plain check
+    assert "the candidate did not come back on its second start (crashed)" in state.reasons

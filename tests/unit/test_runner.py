@@ -14,12 +14,16 @@ from support.runner_fakes import (
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
+from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, learn_restart, restart_pair
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.stats import DEFAULT_RESTART_SIGMA
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
+from deployctl.promote.canary import ServerStart, WatchStart
+from deployctl.promote.decided import decided
 from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
+from deployctl.promote.report import outcome_json, outcome_lines
 
 
 @pytest.fixture
@@ -182,6 +186,23 @@ async def test_the_restart_sigma_is_the_default_until_the_ledger_holds_the_unit_
     assert a.judge.restart.sigma > DEFAULT_RESTART_SIGMA
     said = next(d for d in out.state.done if d.startswith("baseline: "))
     assert "(learned from 1 restart pair(s) of this host" in said
+
+
+async def test_a_canary_watch_after_a_restart_is_a_restart_pair_the_noise_line_names(ledger):
+    p = plan()
+    key = dict(unit_hash=p.known_good_hash, bench_key=bench_key(p.policy), host=p.host)
+    live = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name, unit_text="x",
+                                unit_hash=p.known_good_hash, who="t", finished=True, live=True)
+    reference = ledger.save_bench(live, "reference", _apart(bench({1: 120, 64: 1500}, trials=2, spread=0.01)), **key)
+    measured = ledger.benches(live)[0].at
+    watch = ledger.save_bench(live, "watch", bench({1: 126, 64: 1575}), **key)  # 5 % faster on the next start
+    ledger.record(live, "canary", "note", "watch",
+                  WatchStart(ServerStart("second", measured + 1), watch, reference, measured).to_dict())
+    a = adapters()
+    out, _, _ = await _run(ledger, a, p=p)
+    assert a.judge.restart.df == DEFAULT_RESTART_WEIGHT + 1 and a.judge.restart.sigma > DEFAULT_RESTART_SIGMA
+    said = next(d for d in out.state.done if d.startswith("baseline: "))
+    assert "(learned from 1 restart pair(s) of this host (1 canary watch after a restart)" in said
 
 
 async def test_preflight_errors_refuse_before_touching_anything(ledger):
@@ -424,3 +445,92 @@ async def test_the_baselines_answers_are_stored_and_reused_by_the_next_promote(l
     second, _, _ = await _run(ledger, b, p, state)
     assert second.exit_code == ExitCode.OK and a.outputs.references == 1
     assert second.evidence.outputs_reference.reused_from == first.release_id
+
+
+# --- a rolled-back verdict decided over server starts -------------------------------------------
+
+OVER_STARTS = ((1, 3), (64, 3))
+
+
+def _starts(outcome, reason):
+    return StartsVerdict(outcome, (reason,), RestartNoise(0.02, None, "guard"))
+
+
+async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baseline_starts(ledger):
+    p = plan()
+    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
+    judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
+    b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}),
+                   bench({1: 120, 64: 1480}), bench({1: 121, 64: 1490})])
+    a = adapters(judge=judge, bench_=b)
+    out, _, _ = await _run(ledger, a, p=p)
+    assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.result is m.Result.INCONCLUSIVE
+    # The candidate restarted in place and measured on every critical level k times (C2), then the
+    # rollback's verification the same on the restored baseline's new start (B2) ...
+    assert a.units.calls == ["install_trial", "restart", "restart", "restore", "restart"]
+    assert b.calls[-2:] == [([1, 64], dict(OVER_STARTS))] * 2
+    assert [len(lv.trials) for lv in out.evidence.verify.levels] == [3, 3]
+    assert [b.role for b in ledger.benches(out.release_id)] == ["baseline", "candidate", "candidate-restart", "verify"]
+    # ... and the candidate on its two starts was judged against the baseline on its two; the drift check
+    # only says whether the baseline moved (no A-B-A reading beside it: one story).
+    (before, after), (c1, c2) = judge.starts_asked[0]
+    assert (before, after) == (out.evidence.baseline, out.evidence.verify)
+    assert (c1, c2) == (out.evidence.candidate, out.evidence.candidate_again)
+    assert judge.drift_asked == [(None, None)]
+    assert "a restart offset of up to 6 % could explain it" in out.state.reasons
+    # the terminal report and --json say it
+    assert ("verdict over server starts (the baseline's before the promote and after the rollback, the candidate's "
+            "its two): INCONCLUSIVE") in outcome_lines(out)
+    assert outcome_json(out)["starts"]["outcome"] == "INCONCLUSIVE" and outcome_json(out)["verdict"] == "FAIL"
+    assert out.state.reasons[-1].startswith("inconclusive, not rejected: a slower server start could explain")
+    release = ledger.get(out.release_id)
+    assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over two baseline starts)"
+    stored = decided(ledger.events(out.release_id))
+    assert stored.outcome == "FAIL" and stored.starts["outcome"] == "INCONCLUSIVE"
+    assert stored.starts["restart"]["sigma"] == 0.02 and stored.starts_line().startswith(
+        "decided over server starts (INCONCLUSIVE): a restart offset of up to 6 % could explain it; restart σ 2.0 % a start")
+    # The baseline and the verification are the unit on two server starts: a restart pair the next promote learns from.
+    pairs = ledger.restart_pairs(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy),
+                                 exclude_releases=())
+    assert [(x.before.role, x.after.role) for x in pairs] == [("baseline", "verify")]
+    learned = learn_restart([restart_pair(x.before.bench, x.after.bench, p.policy.judge.metric, {}, x.source)
+                             for x in pairs])
+    assert learned.source.startswith("learned from 1 restart pair(s)")
+
+
+async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(ledger):
+    p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 1})}))
+    verdicts = [JudgeResult(Outcome.INCONCLUSIVE, ("C=64: unclear",), over_starts=OVER_STARTS)]
+    judge = FakeJudge(verdicts, starts=_starts(Outcome.FAIL, "over 2 baseline starts: −9 %, limit −5 %"))
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1400}), bench({1: 120, 64: 1390}), bench({1: 120})])
+    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b), p=p, state=m.start(m.Limits(bench_rounds=1)))
+    assert out.exit_code == ExitCode.REJECTED
+    assert ledger.get(out.release_id).verdict == "FAIL (over two baseline starts)"
+    assert out.state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
+
+
+async def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_that(ledger):
+    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS)]
+    judge = FakeJudge(verdicts)
+    a = adapters(judge=judge)
+
+    class CrashesOnItsSecondStart(FakeUnits):
+        async def restart_and_wait(self, name, timeout_s, *, fresh_start=False):
+            if self.calls.count("restart") == 1:  # the candidate's first start was the one before
+                self.outcomes[plan().candidate_text] = StartOutcome(False, "crashed", "exit status 1")
+            return await super().restart_and_wait(name, timeout_s, fresh_start=fresh_start)
+
+    a.units = CrashesOnItsSecondStart()
+    out, _, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED and judge.starts_asked == []
+    assert "the candidate did not come back on a second server start (crashed): exit status 1" in out.state.reasons
+    assert ledger.get(out.release_id).verdict == "FAIL"
+
+
+async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(ledger):
+    judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −30 %",))])
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1050}), bench({1: 120})])
+    out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b))
+    assert out.exit_code == ExitCode.REJECTED and b.calls[-1] == ([1], 1)
+    assert judge.starts_asked == [] and judge.drift_asked[0][1] is Outcome.FAIL  # the A-B-A reading, as before
+    assert out.evidence.starts is None and ledger.get(out.release_id).verdict == "FAIL"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 from support.promote import bench, memory_ledger, plan
-from support.runner_fakes import FakeBench, FakeUnits, adapters
+from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 
+from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import RestartNoise
 from deployctl.live.recovery import recover, recovery_plan
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import StartOutcome
+from deployctl.promote.evidence import SECOND_START_ROLE, StartOutcome
 
 
 @pytest.fixture
@@ -89,3 +92,28 @@ async def test_a_release_that_had_ended_in_rollback_failed_is_not_called_unchang
     said = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
     assert said[0].failed and "no change had been made" not in said[0].line
     assert "ROLLBACK FAILED" in said[0].line and ledger.get(rid).result == "rollback_failed"
+
+
+@pytest.mark.parametrize("phase", [m.Phase.SECOND_START, m.Phase.VERIFY])
+async def test_death_while_deciding_over_starts_measures_and_decides_it_again(ledger, phase):
+    """Killed during the candidate's second start (before its sweep was stored) or the verification after it:
+    the next command rolls back, measures the plan on the baseline's new start and decides with what the
+    ledger holds."""
+    plan_ = ((1, 2),)
+    _, rid = _dead_promote(ledger, phase, result=m.Result.REJECTED)
+    ledger.save_state(rid, m.State(phase=phase, result=m.Result.REJECTED, over_starts=plan_).to_dict())
+    ledger.save_bench(rid, "candidate", bench({1: 112.0}), unit_hash=plan().candidate_hash, bench_key="k")
+    if phase is m.Phase.VERIFY:
+        ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
+    said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
+    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    b = FakeBench([bench({1: 121.0})])
+    done = await recover(ledger, "qwen", adapters(bench_=b, judge=judge), _plan_for(ledger), "status")
+    assert b.calls == [([1], {1: 2})]  # the plan, again, on the restored baseline's new start
+    (before, after), candidates = judge.starts_asked[0]  # the sweeps from the ledger
+    assert before.level(1).trials[0].output_tok_s == 120.0 and after.level(1).trials[0].output_tok_s == 121.0
+    assert [c.level(1).trials[0].output_tok_s for c in candidates] == ([112.0, 113.0] if phase is m.Phase.VERIFY
+                                                                        else [112.0])
+    release = ledger.get(rid)
+    assert done[0].rolled_back and release.result == "inconclusive" and said in release.reasons
+    assert release.verdict == "INCONCLUSIVE (over two baseline starts)"

@@ -40,6 +40,8 @@ def test_outcome_and_failure(case: tuple[dict, StartupReport]) -> None:
         if "failing_ranks" in expect:
             assert list(report.failure.ranks) == expect["failing_ranks"]
             assert report.failure.rank == expect["failing_ranks"][0]
+            # a data-parallel-only server's schedulers are DP ranks (tagged "[… DP3]"), not TP0 each
+            assert report.failure.rank_kind == expect.get("failing_rank_kind", "TP")
         if "unknown_flags" in expect:
             assert list(report.failure.unknown_flags) == expect["unknown_flags"]
         if "failed_ranks" in expect:

@@ -213,3 +213,8 @@ def test_unwrapper_shapes_and_negatives() -> None:
                  "Model config | hidden_size=4096", "  |  ", "| col | col |", "x  | y"):
         assert plain.unwrap(line) == line
     assert plain.wrapped == 0
+
+
+def test_a_kernel_error_on_a_data_parallel_only_rank_is_named_by_its_dp_rank() -> None:
+    report = parse_lines([f"{TS} DP0] {BEGIN}", f"{TS} DP5] {BEGIN}", f"{TS} DP5] {NO_IMAGE.split('] ', 1)[-1]}"])
+    assert (report.failure.kind, report.failure.ranks, report.failure.rank_kind) == ("cuda_error", (5,), "DP")

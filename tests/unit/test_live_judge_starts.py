@@ -1,0 +1,44 @@
+"""The live judge says, with each verdict, whether a rollback on it is decided over server starts."""
+
+from __future__ import annotations
+
+from support.sweeps import sweep
+
+from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.judge.outcome import Outcome
+from deployctl.judge.starts import verification_plan
+from deployctl.live.bindings import LiveJudge
+
+POLICY = Policy(judge=JudgePolicy(limit_pct=3))
+LEVELS = (2, 8, 32)
+TRIALS = [1000.0, 1010.0, 995.0, 1004.0, 998.0]
+NOISY = [1000.0, 1060.0, 950.0, 1030.0, 970.0]
+
+
+def _start(speed: float, n: int = 5, trials: list[float] = TRIALS, turn: int = 0):
+    """Every level at ``speed``, the trials rotated level by level (the levels do not move together)."""
+    return sweep({c: [speed * v for v in (trials[j + turn:] + trials[:j + turn])[:n]] for j, c in enumerate(LEVELS)})
+
+
+PLAN = tuple(sorted(verification_plan(POLICY.judge, _start(1.0)).items()))
+
+
+def test_a_fail_a_restart_offset_could_explain_carries_the_verification_plan() -> None:
+    verdict = LiveJudge(POLICY).judge(_start(1.0), _start(0.95))
+    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == PLAN
+
+
+def test_a_robust_fail_and_a_pass_carry_none() -> None:
+    assert LiveJudge(POLICY).judge(_start(1.0), _start(0.75)).over_starts == ()
+    assert LiveJudge(POLICY).judge(_start(1.0), _start(1.0)).outcome is Outcome.PASS
+    assert LiveJudge(POLICY).judge(_start(1.0), _start(1.0)).over_starts == ()
+
+
+def test_an_inconclusive_still_asking_for_trials_carries_the_plan_the_machine_uses_if_its_rounds_end() -> None:
+    verdict = LiveJudge(POLICY).judge(_start(1.0, trials=NOISY), _start(0.97, n=2, trials=NOISY, turn=1))
+    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.more_trials and verdict.over_starts == PLAN
+
+
+def test_the_canary_rollback_trial_is_never_decided_over_starts() -> None:
+    verdict = LiveJudge(POLICY, improvement=True).judge(_start(1.0), _start(0.95))
+    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == ()
