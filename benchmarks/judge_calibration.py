@@ -32,21 +32,19 @@ The decisions are vectorised over the runs with the judge's own boundary and dec
 the real baseline rounds, ``judge()``, ``over_starts_needed`` and ``judge_over_starts`` as well and counts
 any disagreement (baseline size, outcome, trials, the verification's plan).
 
-    .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (≈ 4 min of CPU)
+    .venv/bin/python benchmarks/judge_calibration.py                 # 20 000 runs a cell (8 000: 2.5 min of CPU)
     .venv/bin/python benchmarks/judge_calibration.py --runs 2000     # quicker, coarser
 
 Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and −10 %): ``--shock-corr``
 (a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
 history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
 
-Measured (seed 7; the tables are in docs/judge.md). i.i.d., 20 000 runs a cell, default 5-level sweep,
-worst of σ = 1, 2, 3 %: A/A false fail 0.45 / 0.74 / 0.40 / 0.60 % (fresh / fresh + σ / reused / reused + σ),
-−10 % caught ≥ 99.8 %; trial-seconds of the fixed design at σ = 3 %: 49.7 / 50.5 / 33.8 / 33.2 %. One
-level: −10 % caught 95.4 / 92.0 / 97.2 / 93.7 %. Under the other noises (8 000 runs a cell): A/A ≤ 1 %
-with a shared shock (ρ 0.5, 0.8) and t(3) noise in every column; a restart offset of 1 % a start 1.0–1.2 %
-on the default sweep, of 2 % 1.6–7.3 %; −10 % caught ≥ 95 % is missed at ρ = 0.8 (84–91 %), in the one-level
-learned-σ columns (86–94 %) and at a 2 % restart offset, where no test on this design reaches it (91.9 % at
-best, docs/judge.md).
+Measured (seed 7, main 87259e0, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level
+sweep, worst of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught 100.0 %; trial-seconds
+of the fixed design at σ = 3 %: 54.9 / 54.4 / 38.1 / 37.5 % (fresh / fresh + σ / reused / reused + σ; 47.8 %
+over σ = 1, 2, 3 % fresh): the fresh ones MISS the 50 % target (49.7 % before the step over starts, which
+pays C2 + B2 and a restart in the −3 / −5 % cells). One level: −10 % caught 98.3 / 96.0 / 98.7 / 97.5 %.
+Under the other noises: see docs/judge.md (``--models --targets-only --runs 8000 --check 50``).
 """
 
 from __future__ import annotations

@@ -186,7 +186,10 @@ def test_a_killed_canary_promote_is_rolled_back_by_the_dead_mans_switch(sandbox:
         def promote_in_bench() -> Any:
             if not (cli.state_dir / "ledger.sqlite3").exists():
                 return None
-            return _ledger(cli, "SELECT id FROM releases WHERE kind='promote' AND phase='BENCH'")
+            try:
+                return _ledger(cli, "SELECT id FROM releases WHERE kind='promote' AND phase='BENCH'")
+            except sqlite3.OperationalError:  # no ledger yet, or its file but not yet its tables
+                return None
         ((release,),) = wait_for("the canary's promote reaches BENCH", promote_in_bench, 120)
         timer = f"deployctl-deadman-{DEP}.timer"
         assert sandbox.run(["systemctl", "is-active", timer]).stdout.strip() == "active"

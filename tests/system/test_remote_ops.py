@@ -95,7 +95,10 @@ row = None
 if db.exists():
     con = sqlite3.connect(db, timeout=5)
     con.row_factory = sqlite3.Row
-    found = con.execute("SELECT * FROM releases WHERE kind='promote' ORDER BY id DESC LIMIT 1").fetchone()
+    try:
+        found = con.execute("SELECT * FROM releases WHERE kind='promote' ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.OperationalError:  # the promote has created the file, not its tables yet
+        found = None
     if found is not None:
         notes = con.execute("SELECT detail_json FROM events WHERE release_id=? AND kind='note'", (found["id"],))
         row = {**dict(found), "notes": " ".join(n[0] for n in notes)}
