@@ -39,17 +39,17 @@ Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and
 (a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
 history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
 
-Measured (seed 7, main 87259e0, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level
+Measured (seed 7, main da60ef9, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level
 sweep, worst of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught 100.0 %; trial-seconds
-of the fixed design at σ = 3 %: 54.9 / 54.4 / 38.1 / 37.5 % (fresh / fresh + σ / reused / reused + σ; 47.8 %
+of the fixed design at σ = 3 %: 61.7 / 61.3 / 44.1 / 43.4 % (fresh / fresh + σ / reused / reused + σ; 53.4 %
 over σ = 1, 2, 3 % fresh): the fresh ones MISS the 50 % target (49.7 % before the step over starts, which
-pays C2 + B2 and a restart in the −3 / −5 % cells). One level: −10 % caught 98.3 / 96.0 / 98.7 / 97.5 %.
-Under the other noises (``--models --targets-only --runs 8000 --check 50``, main 87259e0, 315 s wall): a shared
-per-trial shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.10 %, −10 % caught
-≥ 96.3 %); a restart offset of 1 % a start A/A ≤ 0.06 %, −10 % caught 93.6–99.8 % (one level with a learned σ
-misses: 93.6 / 94.8 %), of 2 % A/A ≤ 0.61 %, −10 %
-caught 84.2–89.0 % on one level (missed), 95.8–96.9 % on the default sweep; 0 disagreements with ``judge()`` in
-13 918 runs.
+pays C2 + B2 and a restart in the −3 / −5 % cells). −10 % at one level only, σ = 3 %: FAIL 74–80 %. One
+level: −10 % caught 98.3 / 96.0 / 98.7 / 97.5 %.
+Under the other noises (``--models --targets-only --runs 8000 --check 50``, main da60ef9, 355 s wall): a shared
+per-trial shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.06 %, −10 % caught
+≥ 96.3 %); a restart offset of 1 % a start A/A ≤ 0.06 %, −10 % caught 93.6–100 % (one level with a learned σ
+misses: 93.6 / 94.8 %), of 2 % A/A ≤ 0.61 %, −10 % caught 84.2–89.0 % on one level (missed), 96.9–97.6 % on
+the default sweep; 0 disagreements with ``judge()`` and ``judge_over_starts`` in 13 830 runs.
 """
 
 from __future__ import annotations
