@@ -195,7 +195,7 @@ class LiveJudge:
         ending = replace(verdict, more_trials={})
         if self.improvement or not over_starts_needed(ending, baseline, candidate, self.policy.judge, noise, restart):
             return ()
-        return tuple(sorted(verification_plan(self.policy.judge, baseline).items()))
+        return tuple(sorted(verification_plan(self.policy.judge, baseline, candidate).items()))
 
     def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
                     noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict:

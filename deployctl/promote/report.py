@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.judge.starts import RESTART_GUARD
 from deployctl.outputgate.verdict import verdict_lines
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
@@ -127,6 +128,10 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
         f"  judge: {p.judge.metric}, limit −{p.judge.limit_pct:g} %; an unchanged candidate failed ≤ {100 * p.judge.false_fail:g} %,"
         f" twice the limit passed ≤ {100 * p.judge.miss:g} %; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
     )
+    lines.append(
+        f"  restart offset: a FAIL that a {100 * RESTART_GUARD:g} % offset a server start could explain, or a final "
+        "INCONCLUSIVE, is decided over server starts (the candidate restarted once more, then the rollback's "
+        "verification, each at every critical level)")
     latency = [f"{name} p99 may rise ≤ {limit:g} %" for name, limit in
                (("TTFT", p.judge.ttft_p99_limit_pct), ("ITL", p.judge.itl_p99_limit_pct)) if limit is not None]
     if latency:

@@ -12,7 +12,7 @@ from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import (
-    MIN_RESTART_PAIRS, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, VERIFICATION_TRIALS, judge_over_starts, over_starts_needed, restart_in_force,
+    FOCUS_TRIALS, MIN_RESTART_PAIRS, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, VERIFICATION_TRIALS, judge_over_starts, over_starts_needed, restart_in_force,
     verification_plan,
 )
 from deployctl.judge.stats import DEFAULT_RESTART, RestartNoise
@@ -139,8 +139,13 @@ def test_levels_that_move_together_get_more_verification_trials():
     shocks = [1.0, 1.03, 0.98]
     moved = sweep({c: [1000.0 * s * (1 + 0.001 * (i + j)) for i, s in enumerate(shocks)] for j, c in enumerate(LEVELS)})
     assert verification_plan(POLICY, moved) == {c: min(SHOCK_VERIFICATION_TRIALS, POLICY.max_trials) for c in LEVELS}
-    assert verification_plan(POLICY, B1, start(0.95, [1001.0, 994.0])) == {c: 1 for c in LEVELS}
+    assert verification_plan(POLICY, B1, start(0.98, [1001.0, 994.0])) == {c: 1 for c in LEVELS}
     assert verification_plan(JudgePolicy(levels={c: LevelRule(role="advisory") for c in LEVELS}), B1) == {}
+
+
+def test_a_level_the_candidate_is_beyond_the_limit_at_gets_the_most_verification_trials():
+    slow = sweep({c: [v * (0.85 if c == 64 else 1.0) for v in [1001.0, 994.0, 1006.0]] for c in LEVELS})
+    assert verification_plan(POLICY, B1, slow) == {1: 1, 4: 1, 16: 1, 32: 1, 64: min(FOCUS_TRIALS, POLICY.max_trials)}
 
 
 def test_the_verification_measures_every_critical_level():

@@ -20,12 +20,14 @@ def _start(speed: float, n: int = 5, trials: list[float] = TRIALS, turn: int = 0
     return sweep({c: [speed * v for v in (trials[j + turn:] + trials[:j + turn])[:n]] for j, c in enumerate(LEVELS)})
 
 
-PLAN = tuple(sorted(verification_plan(POLICY.judge, _start(1.0)).items()))
+def _plan(baseline, candidate):
+    return tuple(sorted(verification_plan(POLICY.judge, baseline, candidate).items()))
 
 
 def test_a_fail_a_restart_offset_could_explain_carries_the_verification_plan() -> None:
     verdict = LiveJudge(POLICY).judge(_start(1.0), _start(0.95))
-    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == PLAN
+    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == _plan(_start(1.0), _start(0.95))
+    assert {c for c, _ in verdict.over_starts} == set(LEVELS)  # every critical level
 
 
 def test_a_robust_fail_and_a_pass_carry_none() -> None:
@@ -35,8 +37,9 @@ def test_a_robust_fail_and_a_pass_carry_none() -> None:
 
 
 def test_an_inconclusive_still_asking_for_trials_carries_the_plan_the_machine_uses_if_its_rounds_end() -> None:
-    verdict = LiveJudge(POLICY).judge(_start(1.0, trials=NOISY), _start(0.97, n=2, trials=NOISY, turn=1))
-    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.more_trials and verdict.over_starts == PLAN
+    base, cand = _start(1.0, trials=NOISY), _start(0.97, n=2, trials=NOISY, turn=1)
+    verdict = LiveJudge(POLICY).judge(base, cand)
+    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.more_trials and verdict.over_starts == _plan(base, cand)
 
 
 def test_the_canary_rollback_trial_is_never_decided_over_starts() -> None:
