@@ -651,7 +651,7 @@ def main() -> None:
                     help="Student t trial noise with DF degrees of freedom (> 2), scaled to the same σ")
     ap.add_argument("--models", action="store_true",
                     help="every noise model the targets are checked under, one after the other: "
-                         + "; ".join(m.name for m in MODELS))
+                         + "; ".join(m.name for m in MODELS).replace("%", "%%"))
     ap.add_argument("--targets-only", action="store_true",
                     help="only Δ = 0 and −10 %% (the error targets), not the seven Δ of the cost")
     ap.add_argument("--sweeps", choices=("both", "one", "five"), default="both",
