@@ -15,8 +15,8 @@ capped (``MAX_PRIOR_DF``) so that old history never drowns what the host does no
 A second component no within-run spread can show is the **restart** offset: each server start has its
 own speed, and the baseline and the candidate always run on two starts. ``restart_pair`` reads it off
 two measurements of the same unit on two starts (a rollback's verification against the baseline before
-the promote, an A/A promote's candidate against its baseline, the first canary watch on a new start
-against the release's reference measured on an earlier one); ``learn_restart`` pools such pairs into
+the promote, an A/A promote's candidate against its baseline, a candidate's second server start against
+its first, the first canary watch on a new start against the release's reference measured on an earlier one); ``learn_restart`` pools such pairs into
 a ``RestartNoise``, with ``DEFAULT_RESTART_SIGMA`` weighing as ``DEFAULT_RESTART_WEIGHT`` pairs so the
 estimate moves off the default as the host's own pairs come in.
 """
@@ -283,6 +283,7 @@ class PairSource:
 ROLLBACK_VERIFICATION = PairSource("rollback verification", "rollback verifications")
 AA_PROMOTE = PairSource("A/A promote", "A/A promotes")
 WATCH_AFTER_RESTART = PairSource("canary watch after a restart", "canary watches after a restart")
+CANDIDATE_RESTARTED = PairSource("candidate restarted in place", "candidates restarted in place")
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,21 @@ def test_restart_pairs_are_one_unit_on_two_starts_oldest_first(ledger, clock):
     assert ledger.restart_pairs(deployment="glm5", host="elsewhere", bench_key="k", exclude_releases=()) == []
 
 
+def test_restart_pairs_have_a_candidates_two_starts(ledger, clock):
+    """C1 (its latest round) and C2 (role ``candidate-restart``, the same unit) of a promote decided over starts."""
+    over, judged = _begin(ledger), _begin(ledger)
+    for rid, role, unit, key in ((over, "baseline", "u", "k"), (over, "candidate", "v", "k"),
+                                 (over, "candidate", "v", "k"), (over, "candidate-restart", "v", "candidate-restart:[8]"),
+                                 (judged, "candidate", "v", "k"), (judged, "candidate-restart", "v", "c:[8]")):
+        clock.now += 1
+        ledger.save_bench(rid, role, NO_LEVELS, unit_hash=unit, bench_key=key, host="h")
+    found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
+    assert [(p.before.release_id, p.before.role, p.after.role, p.source.one) for p in found] == [
+        (over, "candidate", "candidate-restart", "candidate restarted in place")]
+    rounds = [b for b in ledger.benches(over) if b.role == "candidate"]
+    assert found[0].before.at == max(b.at for b in rounds)  # the merged sweep, not its first round
+    assert ledger.restart_pairs(deployment="glm5", host="h", bench_key="other", exclude_releases=(judged,)) == []
+
 
 def _watch(ledger, clock, live, start, reference, *, key="k", host="h"):
     """A synthetic canary watch of ``live`` on ``start`` against the row ``reference``, noted as the canary notes it."""
