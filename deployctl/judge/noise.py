@@ -37,7 +37,8 @@ from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, effective_df, outlier_indices,
     pool,
 )
-from deployctl.judge.verdict import METRICS, critical_count, false_fail_per_test, sweep_shock, sweep_spreads
+from deployctl.judge.metrics import METRICS
+from deployctl.judge.sweep import critical_count, false_fail_per_test, sweep_shock, sweep_spreads
 
 
 def sample_sum_of_squares(values: Sequence[float]) -> tuple[float, int]:
