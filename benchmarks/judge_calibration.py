@@ -80,7 +80,8 @@ from deployctl.judge.starts import (
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
 )
-from deployctl.judge.verdict import Outcome, judge, false_fail_per_test
+from deployctl.judge.sweep import false_fail_per_test
+from deployctl.judge.verdict import Outcome, judge
 
 SIGMAS = (0.01, 0.02, 0.03)
 CHANGES = (0.0, -0.03, -0.05, -0.10, -0.30, -0.87, +0.05)
@@ -266,7 +267,7 @@ class Boundaries:
 
 
 def _levels_worth(ss: np.ndarray, df: np.ndarray, shock: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Per run, the tests the levels are worth (``verdict.sweep_correlation``, ``multiplicity.effective_tests``)."""
+    """Per run, the tests the levels are worth (``sweep.sweep_correlation``, ``multiplicity.effective_tests``)."""
     L = ss.shape[1]
     t_ss, t_df = shock
     total_ss, total_df = ss.sum(axis=1), df.sum(axis=1)
@@ -651,7 +652,7 @@ def main() -> None:
                     help="Student t trial noise with DF degrees of freedom (> 2), scaled to the same σ")
     ap.add_argument("--models", action="store_true",
                     help="every noise model the targets are checked under, one after the other: "
-                         + "; ".join(m.name for m in MODELS))
+                         + "; ".join(m.name for m in MODELS).replace("%", "%%"))
     ap.add_argument("--targets-only", action="store_true",
                     help="only Δ = 0 and −10 %% (the error targets), not the seven Δ of the cost")
     ap.add_argument("--sweeps", choices=("both", "one", "five"), default="both",

@@ -14,6 +14,7 @@ from deployctl.judge.outcome import LevelState
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow
 from deployctl.promote.report import num, table_lines
+from deployctl.promote.state import PHASE_WIDTH
 
 
 def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[LevelRow] = ()) -> None:
@@ -48,6 +49,10 @@ def emit_json(data: Any, stream: TextIO | None = None) -> None:
     (stream or sys.stdout).write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+# Where a step's text starts: after the elapsed time and the phase column (a detail line is indented to it).
+_STEP_TEXT_AT = len(f"[{0:6.1f}s] ") + PHASE_WIDTH + 1
+
+
 class TerminalProgress:
     """Progress for a promote: a spinner line per step on a terminal, a plain line per step otherwise."""
 
@@ -58,12 +63,12 @@ class TerminalProgress:
     def step(self, phase: m.Phase, text: str) -> None:
         elapsed = time.monotonic() - self.started
         if self.stream.isatty():
-            self.stream.write(f"\x1b[2m[{elapsed:6.1f}s]\x1b[0m \x1b[1m{phase.value:<9}\x1b[0m {text}\n")
+            self.stream.write(f"\x1b[2m[{elapsed:6.1f}s]\x1b[0m \x1b[1m{phase.value:<{PHASE_WIDTH}}\x1b[0m {text}\n")
         else:
-            self.stream.write(f"[{elapsed:6.1f}s] {phase.value:<9} {text}\n")
+            self.stream.write(f"[{elapsed:6.1f}s] {phase.value:<{PHASE_WIDTH}} {text}\n")
         self.stream.flush()
 
     def detail(self, text: str) -> None:
         """A line within a step (a finished benchmark trial), indented under it."""
-        self.stream.write(f"{'':20}{text}\n")
+        self.stream.write(f"{'':{_STEP_TEXT_AT}}{text}\n")
         self.stream.flush()

@@ -1,7 +1,7 @@
 """After a drift: does the candidate's verdict still stand? The A-B-A reading of a rolled-back promote.
 
 A promote measures the baseline (A), then the candidate (B), and — after a rollback — the restored
-baseline again (A′, the verification). When A′ is outside A's noise (``verdict.drift_check``), the
+baseline again (A′, the verification). When A′ is outside A's noise (``drift.drift_check``), the
 environment moved somewhere in between, and the B-against-A verdict alone cannot say whether the candidate
 or the environment did it. B against A′ can, where the verification measured:
 
@@ -25,7 +25,8 @@ from deployctl.bench.result import BenchResult, LevelResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.stats import log_ratio_interval
-from deployctl.judge.verdict import METRICS, Metric, format_interval
+from deployctl.judge.metrics import METRICS, Metric
+from deployctl.judge.wording import format_interval
 
 
 @dataclass(frozen=True)

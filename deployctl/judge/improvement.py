@@ -21,7 +21,8 @@ from statistics import median
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.verdict import METRICS, Verdict
+from deployctl.judge.metrics import METRICS
+from deployctl.judge.verdict import Verdict
 
 
 def improvement_verdict(verdict: Verdict, live: BenchResult, earlier: BenchResult, policy: JudgePolicy) -> Verdict:

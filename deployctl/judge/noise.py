@@ -15,8 +15,8 @@ capped (``MAX_PRIOR_DF``) so that old history never drowns what the host does no
 A second component no within-run spread can show is the **restart** offset: each server start has its
 own speed, and the baseline and the candidate always run on two starts. ``restart_pair`` reads it off
 two measurements of the same unit on two starts (a rollback's verification against the baseline before
-the promote, an A/A promote's candidate against its baseline, the first canary watch on a new start
-against the release's reference measured on an earlier one); ``learn_restart`` pools such pairs into
+the promote, an A/A promote's candidate against its baseline, a candidate's second server start against
+its first, the first canary watch on a new start against the release's reference measured on an earlier one); ``learn_restart`` pools such pairs into
 a ``RestartNoise``, with ``DEFAULT_RESTART_SIGMA`` weighing as ``DEFAULT_RESTART_WEIGHT`` pairs so the
 estimate moves off the default as the host's own pairs come in.
 """
@@ -37,7 +37,8 @@ from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, effective_df, outlier_indices,
     pool,
 )
-from deployctl.judge.verdict import METRICS, critical_count, false_fail_per_test, sweep_shock, sweep_spreads
+from deployctl.judge.metrics import METRICS
+from deployctl.judge.sweep import critical_count, false_fail_per_test, sweep_shock, sweep_spreads
 
 
 def sample_sum_of_squares(values: Sequence[float]) -> tuple[float, int]:
@@ -283,6 +284,7 @@ class PairSource:
 ROLLBACK_VERIFICATION = PairSource("rollback verification", "rollback verifications")
 AA_PROMOTE = PairSource("A/A promote", "A/A promotes")
 WATCH_AFTER_RESTART = PairSource("canary watch after a restart", "canary watches after a restart")
+CANDIDATE_RESTARTED = PairSource("candidate restarted in place", "candidates restarted in place")
 
 
 @dataclass(frozen=True)

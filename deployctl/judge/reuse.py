@@ -21,7 +21,7 @@ from scipy.special import stdtrit
 
 from deployctl.bench.result import BenchResult
 from deployctl.judge.stats import NoiseEstimate, pool
-from deployctl.judge.verdict import METRICS
+from deployctl.judge.metrics import METRICS
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,10 @@ from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
     DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
 )
-from deployctl.judge.verdict import (
-    METRICS, Verdict, format_interval, format_pct, judge, judgeable_by_trial, sweep_shock, sweep_spreads,
-)
+from deployctl.judge.metrics import METRICS, judgeable_by_trial
+from deployctl.judge.sweep import sweep_shock, sweep_spreads
+from deployctl.judge.verdict import Verdict, judge
+from deployctl.judge.wording import format_interval, format_pct
 
 # The restart σ a start a FAIL must survive while the host has not learned its own: the top of the range
 # issue #26 targets (real SGLang hosts move 0.5–2 % a restart).

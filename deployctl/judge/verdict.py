@@ -33,42 +33,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from statistics import median
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_trials
 from deployctl.judge.outcome import LevelState, Outcome
-from deployctl.judge.multiplicity import per_test_rate
-from deployctl.judge.pooling import NOTHING, Shared, shared_spreads, shock_correlation, trial_effect
+from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
-from deployctl.judge.stats import (
-    DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, Spread, log_ratio_interval, outlier_indices, spread,
-)
+from deployctl.judge.stats import DEFAULT_RESTART, NoiseEstimate, RestartNoise, log_ratio_interval
+from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
+from deployctl.judge.wording import format_interval, format_pct, signed
+
+if TYPE_CHECKING:  # drift.py builds on the verdict; a verdict only carries its drift
+    from deployctl.judge.drift import DriftVerdict
 
 
 # Worst first: how level states combine.
 _SEVERITY = {LevelState.FAIL: 0, LevelState.INVALID: 1, LevelState.UNKNOWN: 2, LevelState.PASS: 3}
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    label: str
-    higher_is_better: bool
-    value: Callable[[TrialResult], float | None]
-
-
-METRICS: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric("output_tok_s", "output tok/s", True, lambda t: t.output_tok_s),
-        Metric("per_request_tok_s", "per-request tok/s", True, lambda t: t.per_request_tok_s.mean),
-        Metric("ttft_p99_s", "TTFT p99", False, lambda t: t.ttft_s.p99),
-        Metric("itl_p99_s", "ITL p99", False, lambda t: t.itl_s.p99),
-        Metric("e2e_p50_s", "E2E p50", False, lambda t: t.e2e_s.p50),
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -158,15 +140,6 @@ class Verdict:
         return data
 
 
-@dataclass(frozen=True)
-class DriftVerdict:
-    """Whether the restored baseline still performs like it did before the promotion."""
-
-    drift: bool
-    reasons: tuple[str, ...]
-    levels: tuple[LevelVerdict, ...] = ()
-
-
 def judge(
     baseline: BenchResult, candidate: BenchResult, policy: JudgePolicy,
     noise: Mapping[int, NoiseEstimate] | None = None, restart: RestartNoise | None = None,
@@ -203,82 +176,6 @@ def judge(
         for lv in levels for ch in lv.checks[:1] if ch.interval is not None))
     verdict = _combine(levels, notes)
     return replace(verdict, noise=in_force, notes=verdict.notes + (in_force.describe(),))
-
-
-def critical_count(policy: JudgePolicy, levels: Iterable[int]) -> int:
-    """How many of ``levels`` decide the verdict (the rest are advisory)."""
-    return sum(1 for c in levels if policy.rule_for(c).role == "critical")
-
-
-def false_fail_per_test(policy: JudgePolicy, levels: Iterable[int], correlation: float = 0.0) -> float:
-    """The false-fail rate of each test, so that the candidate's is ``policy.false_fail``.
-
-    An unchanged candidate is failed when any decisive test fails: every critical level, each with the
-    policy's metric and its latency limits. The rate is split evenly over the checks (the metric, each
-    latency limit), and a check's share over its critical levels: evenly (Bonferroni, which bounds the
-    candidate's rate whatever the tests' dependence; simulated over the default sweep: 0.73–0.92 % for
-    1 %), or, given the levels' ``correlation`` (``sweep_correlation``: a shared per-trial shock seen, for
-    the policy's metric), as the largest of that many equicorrelated tests (``multiplicity``).
-    """
-    critical = critical_count(policy, levels)
-    checks = 1 + sum(1 for name, pct in (("ttft_p99_s", policy.ttft_p99_limit_pct),
-                                         ("itl_p99_s", policy.itl_p99_limit_pct))
-                     if pct is not None and name != policy.metric)
-    return per_test_rate(policy.false_fail / checks, max(1, critical), correlation, math.inf)
-
-
-def sweep_correlation(spreads: Mapping[int, Spread], shock: Spread) -> float:
-    """The correlation of the levels' changes that the sweep's shared per-trial shock shows, bounded from
-    below (``pooling.shock_correlation``); 0 when no shock is seen."""
-    total = sum(spreads.values(), NOTHING)
-    if not 1 <= shock.df < total.df:
-        return 0.0
-    return shock_correlation(shock, Spread(max(0.0, total.ss - shock.ss), total.df - shock.df), len(spreads))
-
-
-def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> dict[int, Spread]:
-    """Per level, the within-side spread of the judgeable trials of ``metric`` (outliers set aside)."""
-    out = {}
-    for lv in baseline.levels:
-        cand = candidate.level(lv.concurrency) if candidate is not None else None
-        b_ok = _judgeable(lv.trials, METRICS[metric])
-        c_ok = _judgeable(cand.trials if cand else (), METRICS[metric])
-        if b_ok:
-            out[lv.concurrency] = spread(b_ok, c_ok)
-    return out
-
-
-def sweep_shock(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> Spread:
-    """The sweep's per-trial effect shared by its levels (``pooling.trial_effect``), on the judgeable trials."""
-    sides = []
-    for side in (baseline, candidate):
-        if side is None:
-            continue
-        by_level = {}
-        for lv in side.levels:
-            if baseline.level(lv.concurrency) is None:
-                continue
-            by_trial = _judgeable_by_trial(lv.trials, METRICS[metric])
-            by_level[lv.concurrency] = {k: math.log(v) for k, v in by_trial.items()}
-        sides.append(by_level)
-    return trial_effect(sides)
-
-
-def _judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
-    return _set_aside_outliers(_split(trials, metric)[0])[0]
-
-
-def judgeable_by_trial(level: LevelResult | None, metric: str) -> dict[int, float]:
-    """A level's values of ``metric`` the judge would use, by trial number (invalid and outlier trials left out)."""
-    return _judgeable_by_trial(level.trials, METRICS[metric]) if level is not None else {}
-
-
-def _judgeable_by_trial(trials: Iterable[TrialResult], metric: Metric) -> dict[int, float]:
-    """The judgeable values by trial number (outliers set aside as ``_judgeable`` does)."""
-    ok = [t for t in trials if t.invalid_reason is None and (v := metric.value(t)) is not None
-          and math.isfinite(v) and v > 0]
-    far = set(outlier_indices([float(metric.value(t)) for t in ok]))  # type: ignore[arg-type]
-    return {t.trial: float(metric.value(t)) for i, t in enumerate(ok) if i not in far}  # type: ignore[arg-type]
 
 
 def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdict:
@@ -328,11 +225,11 @@ def _judge_level(
     c = base.concurrency
     rule = policy.rule_for(c)
     limit = float(rule.limit_pct)  # rule_for fills it in from the policy
-    b_ok, b_bad = _split(base.trials, metric)
-    c_ok, c_bad = _split(cand.trials if cand else (), metric)
+    b_ok, b_bad = split_trials(base.trials, metric)
+    c_ok, c_bad = split_trials(cand.trials if cand else (), metric)
     run = len(c_ok) + len(c_bad)
-    b_ok, b_far = _set_aside_outliers(b_ok)
-    c_ok, c_far = _set_aside_outliers(c_ok)
+    b_ok, b_far = set_aside_outliers(b_ok)
+    c_ok, c_far = set_aside_outliers(c_ok)
     notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + tuple(
         f"C={c}: a {side} trial at {value:.1f} set aside as an outlier ({format_pct(value / median - 1)} from the"
         f" median of its {n} trials)"
@@ -383,30 +280,6 @@ def _unknown(reason: str, wanted: int, common: dict[str, Any]) -> LevelVerdict:
     return LevelVerdict(state=LevelState.UNKNOWN, reason=reason + tail, more_trials=wanted, **common)
 
 
-def _split(trials: Iterable[TrialResult], metric: Metric) -> tuple[list[float], list[tuple[TrialResult, str]]]:
-    """The judgeable values, and the trials left out with why."""
-    ok: list[float] = []
-    bad: list[tuple[TrialResult, str]] = []
-    for t in trials:
-        value = metric.value(t)
-        if t.invalid_reason is not None:
-            bad.append((t, t.invalid_reason))
-        elif value is None or not math.isfinite(value) or value <= 0:
-            bad.append((t, f"no {metric.label} measured"))
-        else:
-            ok.append(float(value))
-    return ok, bad
-
-
-def _set_aside_outliers(values: list[float]) -> tuple[list[float], list[tuple[float, float, int]]]:
-    """The values to judge, and the outliers left out as (value, median of all, count of all)."""
-    far = set(outlier_indices(values))
-    if not far:
-        return values, []
-    mid = median(values)
-    return [v for i, v in enumerate(values) if i not in far], [(values[i], mid, len(values)) for i in sorted(far)]
-
-
 def _why(bad: list[tuple[TrialResult, str]]) -> str:
     return (": " + "; ".join(f"trial {t.trial}: {why}" for t, why in bad)) if bad else ""
 
@@ -447,7 +320,7 @@ def _check(
     elif state is LevelState.PASS:
         # PASS rules out twice the limit, not the limit itself: say which, so a −4.8 % that passes is not
         # read as "proven better than −5 %".
-        text += f": not beyond the limit ({_signed(100 * math.expm1(2 * limit_log * (-1 if metric.higher_is_better else 1)))} % or worse ruled out)"
+        text += f": not beyond the limit ({signed(100 * math.expm1(2 * limit_log * (-1 if metric.higher_is_better else 1)))} % or worse ruled out)"
     return CheckResult(metric.name, state, limit_pct, interval, text)
 
 
@@ -456,8 +329,8 @@ def _latency_check(
     metric: Metric, limit_pct: float, base: Iterable[TrialResult], cand: Iterable[TrialResult],
     policy: JudgePolicy, false_fail: float, restart: RestartNoise | None = None,
 ) -> CheckResult | None:
-    b_ok, _ = _split(base, metric)
-    c_ok, _ = _split(cand, metric)
+    b_ok, _ = split_trials(base, metric)
+    c_ok, _ = split_trials(cand, metric)
     if not b_ok or not c_ok:
         # ITL tails are left out when the client could not prove headroom: nothing to hold against.
         return None
@@ -467,26 +340,6 @@ def _latency_check(
 def _split_note(policy: JudgePolicy, false_fail: float) -> str:
     tests = policy.false_fail / false_fail
     return f" = {policy.false_fail:g} over {tests:.4g} tests" if tests > 1.01 else ""
-
-
-def format_pct(x: float) -> str:
-    """A relative change as the operators write it: ``−12.4 %``, ``+0.3 %``."""
-    return f"{_signed(100 * x)} %"
-
-
-def format_interval(iv: ChangeInterval) -> str:
-    """``−12.4 % (95 % CI −14.1 … −10.6 %)``."""
-    return (
-        f"{format_pct(iv.change)} ({100 * iv.confidence:g} % CI "
-        f"{_signed(100 * iv.low)} … {_signed(100 * iv.high)} %)"
-    )
-
-
-def _signed(v: float) -> str:
-    text = f"{v:+.1f}"
-    if text in ("+0.0", "-0.0"):
-        return "±0.0"
-    return text.replace("-", "−")
 
 
 def _telemetry_note(c: int, base: Iterable[TrialResult], cand: Iterable[TrialResult]) -> str | None:
@@ -514,50 +367,6 @@ def _mean_telemetry(trials: Iterable[TrialResult], attr: str) -> float | None:
         if t.valid and t.telemetry is not None and getattr(t.telemetry, attr) is not None
     ]
     return sum(values) / len(values) if values else None
-
-
-def drift_check(pre: BenchResult, verify: BenchResult, policy: JudgePolicy) -> DriftVerdict:
-    """Did the restored baseline come back as it was measured before the promotion?
-
-    Only the levels the verification ran are compared. A level drifted when the difference is
-    statistically clear and beyond the policy's limit in either direction (a host that got faster
-    changed too). Unclear levels are reported, not counted as drift.
-    """
-    metric = METRICS[policy.metric]
-    levels = []
-    for lv in verify.levels:
-        before = pre.level(lv.concurrency)
-        if before is None:
-            continue
-        b_ok, _ = _split(before.trials, metric)
-        v_ok, _ = _split(lv.trials, metric)
-        c = lv.concurrency
-        iv = log_ratio_interval(b_ok, v_ok, policy.confidence) if b_ok and v_ok else None
-        limit = policy.rule_for(c).limit_pct or policy.limit_pct
-        if iv is None:
-            state, text = LevelState.UNKNOWN, f"C={c}: not enough valid trials to compare"
-        else:
-            moved = (iv.high < 0 or iv.low > 0) and abs(iv.change) > limit / 100
-            state = LevelState.FAIL if moved else LevelState.PASS
-            text = f"C={c}: restored baseline {format_interval(iv)} against before the promotion, limit ±{limit:g} %"
-        levels.append(LevelVerdict(concurrency=c, role="critical", state=state, reason=text))
-    drifted = [lv for lv in levels if lv.state is LevelState.FAIL]
-    if not levels:
-        return DriftVerdict(False, ("drift check: no level in common with the pre-promotion baseline",))
-    if drifted:
-        head = (
-            "environment drift: the restored baseline no longer performs as before the promotion, "
-            "so the candidate's result is not the candidate's alone"
-        )
-        return DriftVerdict(True, (head, *(lv.reason for lv in levels)), tuple(levels))
-    return DriftVerdict(False, ("no drift: the restored baseline performs as before the promotion",
-                                *(lv.reason for lv in levels)), tuple(levels))
-
-
-def with_drift(verdict: Verdict, drift: DriftVerdict) -> Verdict:
-    """The verdict as it stands after the rollback's verification, drift marked in its reasons."""
-    reasons = verdict.reasons + (drift.reasons if drift.drift else drift.reasons[:1])
-    return replace(verdict, drift=drift, reasons=reasons)
 
 
 def render_verdict(verdict: Verdict) -> str:

@@ -21,7 +21,8 @@ from typing import Mapping, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.changepoint import ChangePoint, change_points
-from deployctl.judge.verdict import METRICS, Outcome, Verdict, judge
+from deployctl.judge.metrics import METRICS
+from deployctl.judge.verdict import Outcome, Verdict, judge
 
 
 class Health(str, Enum):

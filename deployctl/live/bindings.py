@@ -206,7 +206,7 @@ class LiveJudge:
         """The restored baseline against the one before; drifted, and with a ``judged`` PASS or FAIL of
         ``candidate`` to weigh, the A-B-A reading says whether that verdict stands (``deployctl.judge.aba``)."""
         from deployctl.judge.aba import aba_check
-        from deployctl.judge.verdict import drift_check
+        from deployctl.judge.drift import drift_check
 
         verdict = drift_check(pre, verify, self.policy.judge)
         # The canary's rollback trial (``improvement``) fails a release that is merely not better: "not

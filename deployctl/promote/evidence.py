@@ -162,32 +162,38 @@ class BenchTime:
 
 @dataclass(frozen=True)
 class TrialCount:
-    """The trials a promote ran today (verification aside), against the fixed design of ``max_trials``
-    baseline and candidate trials at every level — the figure the judge's sequential design saves on."""
+    """The trials a promote ran today to decide, against the fixed design of ``max_trials`` baseline and
+    candidate trials at every level — the figure the judge's sequential design saves on. A verdict decided
+    over server starts counts the candidate's second start and the restored baseline's verification too
+    (they are part of that decision, as in the calibration's cost); a plain rollback's verification is not
+    (the fixed design verifies its rollbacks as well)."""
 
     baseline: int  # a fresh baseline's trials (0 when a stored one was reused)
     confirmation: int  # one a critical level when a stored baseline was checked
     candidate: int
     levels: int
     max_trials: int
+    second_start: int = 0  # the candidate's second server start (C2)
+    verification: int = 0  # the restored baseline's, when the verdict was decided over server starts (B2)
 
     @property
     def run(self) -> int:
-        return self.baseline + self.confirmation + self.candidate
+        return self.baseline + self.confirmation + self.candidate + self.second_start + self.verification
 
     @property
     def fixed(self) -> int:
         return 2 * self.max_trials * self.levels
 
     def describe(self) -> str:
-        parts = ", ".join(f"{name} {n}" for name, n in (("baseline", self.baseline),
-                          ("confirmation", self.confirmation), ("candidate", self.candidate)) if n)
+        parts = ", ".join(f"{name} {n}" for name, n in (
+            ("baseline", self.baseline), ("confirmation", self.confirmation), ("candidate", self.candidate),
+            ("candidate's second start", self.second_start), ("verification over starts", self.verification)) if n)
         return (f"trials {self.run} ({parts}) of the {self.fixed} a fixed {self.max_trials} + {self.max_trials} "
                 f"design runs at these {self.levels} levels: {100 * self.run / self.fixed:.0f} %")
 
     def to_dict(self) -> dict[str, int]:
         return {"baseline": self.baseline, "confirmation": self.confirmation, "candidate": self.candidate,
-                "fixed_design": self.fixed}
+                "second_start": self.second_start, "verification": self.verification, "fixed_design": self.fixed}
 
 
 @dataclass
@@ -232,8 +238,10 @@ class Evidence:
         if self.candidate is None or self.baseline is None:
             return None
         fresh = 0 if self.baseline_reused_from is not None else _trials(self.baseline)
+        again = _trials(self.candidate_again) if self.candidate_again is not None else 0
+        verified = _trials(self.verify) if self.verify is not None and self.starts is not None else 0
         return TrialCount(fresh, self.confirmation_trials, _trials(self.candidate), len(self.baseline.levels),
-                          max_trials)
+                          max_trials, again, verified)
 
     @property
     def outside_s(self) -> float:

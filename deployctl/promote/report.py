@@ -20,6 +20,7 @@ from deployctl.outputgate.verdict import verdict_lines
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
 from deployctl.promote.records import Release
+from deployctl.promote.state import PHASE_WIDTH
 
 HEADLINE = {
     m.Result.KEPT: "KEPT: the candidate is live",
@@ -320,7 +321,7 @@ def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequenc
         for e in events:
             said = (*e.detail.get("reasons", ()), *e.detail.get("notes", ())) if e.kind == "outcome" else ()
             detail = "; ".join(said) or e.detail.get("reason", "")
-            lines.append(f"    {e.at - r.started_at:+8.1f}s  {e.phase:<9} {e.kind:<7} {e.name}" + (f": {detail}" if detail else ""))
+            lines.append(f"    {e.at - r.started_at:+8.1f}s  {e.phase:<{PHASE_WIDTH}} {e.kind:<7} {e.name}" + (f": {detail}" if detail else ""))
     lines.append("  unit text:")
     lines += [f"    {ln}" for ln in r.unit_text.splitlines()]
     return lines

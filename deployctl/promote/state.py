@@ -31,6 +31,8 @@ class Phase(str, Enum):
 
 
 TERMINAL = frozenset({Phase.DONE, Phase.ROLLBACK_FAILED})
+# The phase column of the progress lines and of `deployctl show`'s steps: as wide as the longest name.
+PHASE_WIDTH = max(len(p.value) for p in Phase)
 # Phases in which the host may already run (or have on disk) something other than the known-good unit.
 _TOUCHED = frozenset({Phase.INSTALL, Phase.RESTART, Phase.STARTUP, Phase.BENCH, Phase.JUDGE, Phase.OUTPUTS,
                        Phase.SECOND_START, Phase.KEEP})

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.bench.telemetry import Sample, samples_from_dicts
-from deployctl.judge.verdict import METRICS
+from deployctl.judge.metrics import METRICS
 from deployctl.reporting.charts import (
     FAIL_COLOUR, LIMIT_COLOUR, PASS_COLOUR, SMALL, Chart, Table, colour, concurrency_axis, fmt, line, log_axis, marker,
     render,

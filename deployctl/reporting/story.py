@@ -9,7 +9,8 @@ from typing import Any, Mapping, Sequence
 from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.stats import ChangeInterval
-from deployctl.judge.verdict import METRICS, judge
+from deployctl.judge.metrics import METRICS
+from deployctl.judge.verdict import judge
 from deployctl.promote.decided import Decided, decided
 from deployctl.promote.records import Event, Release, StoredBench
 

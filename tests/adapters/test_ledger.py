@@ -139,20 +139,26 @@ def test_aa_benches_are_this_deployments_unchanged_measurements_oldest_first(led
 
 
 def test_restart_pairs_are_one_unit_on_two_starts_oldest_first(ledger, clock):
-    rolled, aa, changed, judged = _begin(ledger), _begin(ledger), _begin(ledger), _begin(ledger)
+    rolled, aa, changed, over, judged = (_begin(ledger) for _ in range(5))
     for rid, role, unit, key in ((rolled, "baseline", "u", "k"), (rolled, "verify", "u", "verify:[1]"),
                                  (aa, "baseline", "u", "k"), (aa, "candidate", "u", "k"), (aa, "candidate", "u", "k"),
                                  (changed, "baseline", "u", "k"), (changed, "candidate", "v", "k"),
-                                 (judged, "baseline", "u", "k"), (judged, "verify", "u", "verify:[1]")):
+                                 (over, "baseline", "u", "k"), (over, "candidate", "v", "k"), (over, "candidate", "v", "k"),
+                                 (over, "candidate-restart", "v", "candidate-restart:[8]"),
+                                 (judged, "baseline", "u", "k"), (judged, "verify", "u", "verify:[1]"),
+                                 (judged, "candidate", "v", "k"), (judged, "candidate-restart", "v", "c:[8]")):
         clock.now += 1
         ledger.save_bench(rid, role, NO_LEVELS, unit_hash=unit, bench_key=key, host="h")
     found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=(judged,))
-    # a rollback's verification; an A/A promote's candidate (its latest round); not another unit's candidate
+    # a rollback's verification; an A/A promote's candidate (its latest round); not another unit's candidate;
+    # a candidate restarted in place to decide over server starts (C1, its latest round, and C2)
     assert [(p.before.release_id, p.before.role, p.after.role, p.source.one) for p in found] == [
-        (rolled, "baseline", "verify", "rollback verification"), (aa, "baseline", "candidate", "A/A promote")]
+        (rolled, "baseline", "verify", "rollback verification"), (aa, "baseline", "candidate", "A/A promote"),
+        (over, "candidate", "candidate-restart", "candidate restarted in place")]
     assert found[1].after.at == max(b.at for b in ledger.benches(aa) if b.role == "candidate")
+    assert found[2].before.at == max(b.at for b in ledger.benches(over) if b.role == "candidate")
     assert ledger.restart_pairs(deployment="glm5", host="elsewhere", bench_key="k", exclude_releases=()) == []
-
+    assert ledger.restart_pairs(deployment="glm5", host="h", bench_key="other", exclude_releases=()) == []
 
 
 def _watch(ledger, clock, live, start, reference, *, key="k", host="h"):

@@ -18,6 +18,7 @@ from support.promote_world import Cli, healthy, make_inventory
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
+from deployctl.promote.state import PHASE_WIDTH
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 
@@ -82,7 +83,7 @@ def test_unchanged_host_reuses_the_baseline_after_one_confirmation_trial_per_lev
     assert stored["gpu_model"] == "8× NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
     assert (stored["gpu_driver"], stored["power_limit_w"], stored["clocks_policy"]) == ("simulated", 600.0, "simulated")
     shown = cli("show", str(out["release"]))
-    assert "CONFIRM   intent  ConfirmBaseline" in shown.stdout, shown.stdout
+    assert "CONFIRM".ljust(PHASE_WIDTH) + " intent  ConfirmBaseline" in shown.stdout, shown.stdout
     assert f"baseline: reused the measurement of release {data['stored']}" in shown.stdout
 
 

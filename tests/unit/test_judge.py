@@ -14,13 +14,12 @@ from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.stats import (
     DEFAULT_RESTART, NoiseEstimate, RestartNoise, effective_df, log_ratio_interval, outlier_indices,
 )
+from deployctl.judge.drift import drift_check, with_drift
 from deployctl.judge.verdict import (
     LevelState,
     Outcome,
-    drift_check,
     judge,
     render_verdict,
-    with_drift,
 )
 
 def scaled(values: list[float], factor: float) -> list[float]:

@@ -8,7 +8,7 @@ from support.sweeps import sweep
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.aba import aba_check
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.verdict import drift_check
+from deployctl.judge.drift import drift_check
 
 POLICY = JudgePolicy(limit_pct=10)
 BEFORE = sweep({2: [1000.0, 1010.0, 995.0], 8: [3000.0, 3020.0, 2990.0]})

@@ -11,7 +11,8 @@ from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.multiplicity import effective_tests, per_test_rate
 from deployctl.judge.pooling import shock_correlation
 from deployctl.judge.stats import Spread
-from deployctl.judge.verdict import false_fail_per_test, judge, sweep_correlation
+from deployctl.judge.sweep import false_fail_per_test, sweep_correlation
+from deployctl.judge.verdict import judge
 
 LEVELS = (1, 4, 16, 32, 64)
 

@@ -16,7 +16,8 @@ from deployctl.judge.noise import (
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, pool,
 )
-from deployctl.judge.verdict import judge, sweep_shock
+from deployctl.judge.sweep import sweep_shock
+from deployctl.judge.verdict import judge
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_judge import sweep, trial  # noqa: E402

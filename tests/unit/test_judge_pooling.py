@@ -11,7 +11,8 @@ from support.sweeps import sweep
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.pooling import SHOCK_ALPHA, far_noisier, shared_spreads, shares_shock, trial_effect
 from deployctl.judge.stats import Spread, effective_df, log_ratio_interval, spread
-from deployctl.judge.verdict import LevelState, Outcome, judge, false_fail_per_test
+from deployctl.judge.sweep import false_fail_per_test
+from deployctl.judge.verdict import LevelState, Outcome, judge
 
 LEVELS = (1, 4, 16, 32, 64)
 

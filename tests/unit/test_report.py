@@ -6,10 +6,13 @@ import io
 
 from support.promote import bench, memory_ledger, plan
 
-from deployctl.commands.output import emit
+from deployctl.commands.output import TerminalProgress, emit
 from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.starts import StartsVerdict
+from deployctl.judge.stats import DEFAULT_RESTART
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
+from deployctl.promote.state import PHASE_WIDTH
 from deployctl.promote.report import (
     history_lines,
     level_rows,
@@ -86,15 +89,43 @@ def test_the_trials_run_are_counted_against_the_fixed_design():
     assert "trials 10 (baseline 4, candidate 6) of the 20 a fixed 5 + 5 design runs at these 2 levels: 50 %" \
         in "\n".join(outcome_lines(fresh))
     assert outcome_json(fresh)["benchmark"]["trials"] == {"baseline": 4, "confirmation": 0, "candidate": 6,
-                                                          "fixed_design": 20}
+                                                          "second_start": 0, "verification": 0, "fixed_design": 20}
     # A reused baseline: its stored trials were not run today, its confirmation trials were.
     reused = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=4), candidate=bench({1: 1.0, 64: 1.0}, trials=2),
                       baseline_reused_from=3, confirmation_trials=2)
     assert outcome_json(reused)["benchmark"]["trials"] == {"baseline": 0, "confirmation": 2, "candidate": 4,
-                                                           "fixed_design": 20}
+                                                           "second_start": 0, "verification": 0, "fixed_design": 20}
     # Rejected before any candidate trial (a startup gate): nothing to compare with the fixed design.
     gated = _outcome(baseline=bench({1: 1.0}, trials=2))
     assert "fixed" not in "\n".join(outcome_lines(gated)) and outcome_json(gated)["benchmark"]["trials"] is None
+
+
+def test_a_verdict_over_server_starts_counts_the_second_starts_trials():
+    # C1 3 a level and B1 2 at two levels; C2 and the verification over starts 2 at one critical level each.
+    over = StartsVerdict(Outcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
+    decided = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3),
+                       candidate_again=bench({64: 1.0}, trials=2), verify=bench({64: 1.0}, trials=2), starts=over)
+    assert "trials 14 (baseline 4, candidate 6, candidate's second start 2, verification over starts 2) of the 20" \
+        in "\n".join(outcome_lines(decided))
+    assert outcome_json(decided)["benchmark"]["trials"] == {"baseline": 4, "confirmation": 0, "candidate": 6,
+                                                            "second_start": 2, "verification": 2, "fixed_design": 20}
+    # A plain rollback's verification is not part of deciding: the fixed design verifies its rollbacks too.
+    plain = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3),
+                     verify=bench({64: 1.0}, trials=1))
+    assert outcome_json(plain)["benchmark"]["trials"]["verification"] == 0
+
+
+def test_the_progress_phase_column_fits_every_phase_name():
+    out = io.StringIO()
+    progress = TerminalProgress(out)
+    for phase in m.Phase:
+        progress.step(phase, "the step")
+    progress.detail("a trial")
+    lines = out.getvalue().splitlines()
+    assert PHASE_WIDTH == max(len(p.value) for p in m.Phase) >= len("ROLLBACK_FAILED")
+    # every step's text starts in one column, and a detail line is indented to it
+    assert {line.index("the step") for line in lines[:-1]} == {lines[-1].index("a trial")}
+    assert "SECOND_START" in lines[[p for p in m.Phase].index(m.Phase.SECOND_START)]
 
 
 def test_rollback_failed_says_what_to_do():
@@ -122,7 +153,7 @@ def test_history_and_show():
         led.record(rid, "INSTALL", "intent", "InstallTrial")
         led.record(rid, "INSTALL", "outcome", "Failed", {"reasons": ["read-only file system"]})
         shown = "\n".join(release_lines(led.get(rid), led.benches(rid), led.events(rid)))
-        assert "INSTALL   intent  InstallTrial" in shown and "outcome Failed: read-only file system" in shown
+        assert "INSTALL".ljust(PHASE_WIDTH) + " intent  InstallTrial" in shown and "outcome Failed: read-only file system" in shown
         assert "C=1: −10 %" in shown and "-10.0 %" in shown and "[Service]" in shown
     assert history_lines([]) == ["no releases recorded yet"]
 

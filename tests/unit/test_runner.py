@@ -460,7 +460,7 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     p = plan()
     verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
     judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
-    b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}),
+    b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}, trials=2, spread=0.01),
                    bench({1: 120, 64: 1480}), bench({1: 121, 64: 1490})])
     a = adapters(judge=judge, bench_=b)
     out, _, _ = await _run(ledger, a, p=p)
@@ -489,13 +489,15 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     assert stored.outcome == "FAIL" and stored.starts["outcome"] == "INCONCLUSIVE"
     assert stored.starts["restart"]["sigma"] == 0.02 and stored.starts_line().startswith(
         "decided over server starts (INCONCLUSIVE): a restart offset of up to 6 % could explain it; restart σ 2.0 % a start")
-    # The baseline and the verification are the unit on two server starts: a restart pair the next promote learns from.
+    # The candidate's two starts, and the baseline and the verification, are each one unit on two server
+    # starts: restart pairs the next promote learns from.
     pairs = ledger.restart_pairs(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy),
                                  exclude_releases=())
-    assert [(x.before.role, x.after.role) for x in pairs] == [("baseline", "verify")]
-    learned = learn_restart([restart_pair(x.before.bench, x.after.bench, p.policy.judge.metric, {}, x.source)
-                             for x in pairs])
-    assert learned.source.startswith("learned from 1 restart pair(s)")
+    assert [(x.before.role, x.after.role) for x in pairs] == [("candidate", "candidate-restart"), ("baseline", "verify")]
+    learned = learn_restart([pair for x in pairs
+                             if (pair := restart_pair(x.before.bench, x.after.bench, p.policy.judge.metric, {}, x.source))])
+    assert learned.source.startswith(
+        "learned from 2 restart pair(s) of this host (1 candidate restarted in place, 1 rollback verification)")
 
 
 async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(ledger):

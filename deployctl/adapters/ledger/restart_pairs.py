@@ -7,11 +7,13 @@ from typing import Sequence
 
 from deployctl.adapters.ledger.benchmarks import bench_row
 from deployctl.adapters.ledger.store import Store, placeholders
-from deployctl.judge.noise import AA_PROMOTE, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
+from deployctl.judge.noise import AA_PROMOTE, CANDIDATE_RESTARTED, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
+from deployctl.promote.evidence import SECOND_START_ROLE
 from deployctl.promote.records import StoredRestartPair
 
 # What measured a pair's second side, by its benchmark role (the canary's synthetic watch is ``watch``).
-PAIR_SOURCES = {"verify": ROLLBACK_VERIFICATION, "candidate": AA_PROMOTE, "watch": WATCH_AFTER_RESTART}
+PAIR_SOURCES = {"verify": ROLLBACK_VERIFICATION, "candidate": AA_PROMOTE, "watch": WATCH_AFTER_RESTART,
+                SECOND_START_ROLE: CANDIDATE_RESTARTED}
 
 
 class RestartPairs(Store):
@@ -21,7 +23,7 @@ class RestartPairs(Store):
         """The newest measurements of one unit on two server starts, oldest first (by the second's time): per
         release, its fresh baseline and then, after a restart, the same unit again — the rollback's
         verification, or an A/A promote's candidate (its unit hash the baseline's; the latest of its merged
-        rounds) — and the canary's ``_watch_pairs``. What ``deployctl.judge.noise.learn_restart`` learns the
+        rounds) — the candidate's two starts (``_candidate_pairs``) and the canary's ``_watch_pairs``. What ``deployctl.judge.noise.learn_restart`` learns the
         between-restart σ from."""
         marks = placeholders(exclude_releases)
         rows = self._rows(
@@ -33,12 +35,29 @@ class RestartPairs(Store):
             f" AND b.release_id NOT IN ({marks}) ORDER BY b.at DESC LIMIT ?",
             (deployment, host, bench_key, *exclude_releases, 4 * limit))
         ids = [(r["before_id"], r["after_id"]) for r in rows if r["after_id"] is not None][:limit]
+        ids += self._candidate_pairs(deployment, host, bench_key, exclude_releases, limit)
         ids += self._watch_pairs(deployment, host, bench_key, exclude_releases, limit)
         wanted = tuple(i for pair in ids for i in pair)
         by_id = {r["id"]: bench_row(r) for r in self._rows(
             f"SELECT * FROM benchmarks WHERE id IN ({placeholders(wanted)})", wanted)}
         pairs = [StoredRestartPair(by_id[b], by_id[a], PAIR_SOURCES[by_id[a].role]) for b, a in ids]
         return sorted(pairs, key=lambda p: (p.after.at, p.after.id or 0))[-limit:]
+
+    def _candidate_pairs(self, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int],
+                         limit: int) -> list[tuple[int, int]]:
+        """(first start, second start) of each candidate restarted in place to decide over server starts: its
+        sweep on the first start (the latest of its merged rounds before the restart) and the plan measured
+        on the second (role ``candidate-restart``), one unit, the same host."""
+        marks = placeholders(exclude_releases)
+        rows = self._rows(
+            "SELECT (SELECT b.id FROM benchmarks b WHERE b.release_id = a.release_id AND b.role = 'candidate'"
+            "   AND b.host IS a.host AND b.unit_hash = a.unit_hash AND b.bench_key = ? AND b.at <= a.at"
+            "   ORDER BY b.at DESC, b.id DESC LIMIT 1) AS before_id, a.id AS after_id"
+            " FROM benchmarks a JOIN releases r ON r.id = a.release_id"
+            " WHERE a.role = ? AND r.deployment=? AND a.host IS ?"
+            f" AND a.release_id NOT IN ({marks}) ORDER BY a.at DESC LIMIT ?",
+            (bench_key, SECOND_START_ROLE, deployment, host, *exclude_releases, 4 * limit))
+        return [(r["before_id"], r["after_id"]) for r in rows if r["before_id"] is not None][:limit]
 
     def _watch_pairs(self, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int],
                      limit: int) -> list[tuple[int, int]]:
