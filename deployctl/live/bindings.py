@@ -18,7 +18,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.starts import StartsVerdict, judge_over_starts, over_starts_needed, verification_plan
+from deployctl.judge.starts import StartsVerdict, judge_over_starts, over_starts_needed, recheck_pass, verification_plan
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.judge.verdict import Verdict
 from deployctl.live.measure import LiveBench
@@ -173,6 +173,10 @@ class LiveJudge:
             from deployctl.judge.improvement import improvement_verdict
 
             verdict = improvement_verdict(verdict, baseline, candidate, self.policy.judge)
+        else:
+            # A PASS on one server start a side that a restart offset could explain is not kept on its word: a
+            # final INCONCLUSIVE, decided over server starts (``starts.pass_robust``).
+            verdict = recheck_pass(verdict, baseline, candidate, self.policy.judge, noise, restart)
         rows = tuple(
             LevelRow(lv.concurrency, _mean(baseline, lv.concurrency), _mean(candidate, lv.concurrency),
                      _change(lv), lv.state, lv.reason)

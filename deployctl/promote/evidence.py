@@ -106,7 +106,8 @@ class JudgeResult:
     levels: tuple[LevelRow, ...] = ()
     record: Mapping[str, Any] = field(default_factory=dict)  # the judge's serialised verdict, stored as is
     # The rollback's verification plan (concurrency, trials) should this verdict roll back: a FAIL that a
-    # restart offset could explain, or an INCONCLUSIVE, is then decided over server starts.
+    # restart offset could explain, a PASS it could hide a regression behind (``starts.pass_robust``: then an
+    # INCONCLUSIVE), or an INCONCLUSIVE, is then decided over server starts.
     over_starts: tuple[tuple[int, int], ...] = ()
 
 

@@ -130,8 +130,8 @@ def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
         f" twice the limit passed ≤ {100 * p.judge.miss:g} %; inconclusive → {p.judge.inconclusive.replace('_', ' ')}"
     )
     lines.append(
-        f"  restart offset: a FAIL that a {100 * RESTART_GUARD:g} % offset a server start could explain, or a final "
-        "INCONCLUSIVE, is decided over server starts (the candidate restarted once more, then the rollback's "
+        f"  restart offset: a FAIL that a {100 * RESTART_GUARD:g} % offset a server start could explain, a PASS it could "
+        "hide twice the limit behind, or a final INCONCLUSIVE, is decided over server starts (the candidate restarted once more, then the rollback's "
         "verification, each at every critical level)")
     latency = [f"{name} p99 may rise ≤ {limit:g} %" for name, limit in
                (("TTFT", p.judge.ttft_p99_limit_pct), ("ITL", p.judge.itl_p99_limit_pct)) if limit is not None]

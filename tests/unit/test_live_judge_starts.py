@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support.sweeps import sweep
 
-from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.inventory.policy import JudgePolicy, LevelRule, Policy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import verification_plan
 from deployctl.live.bindings import LiveJudge
@@ -45,3 +45,24 @@ def test_an_inconclusive_still_asking_for_trials_carries_the_plan_the_machine_us
 def test_the_canary_rollback_trial_is_never_decided_over_starts() -> None:
     verdict = LiveJudge(POLICY, improvement=True).judge(_start(1.0), _start(0.95))
     assert verdict.outcome is Outcome.FAIL and verdict.over_starts == ()
+
+
+ONE_LEVEL = Policy(judge=JudgePolicy(levels={2: LevelRule(role="advisory"), 8: LevelRule(role="advisory")}))
+
+
+def test_a_pass_a_restart_offset_could_explain_is_a_final_inconclusive_with_the_plan() -> None:
+    # −4.8 % at the one critical level, σ ≈ 0.5 %: stage 1 passes it (not beyond −5 %), a 2 % offset a start
+    # could hide −9.8 %.
+    base, cand = _start(1.0), _start(0.952, n=2)
+    verdict = LiveJudge(ONE_LEVEL).judge(base, cand)
+    assert verdict.outcome is Outcome.INCONCLUSIVE and not verdict.more_trials
+    assert verdict.reasons[0].startswith("INCONCLUSIVE: PASS on one server start a side, but a restart offset of up to "
+                                         "2.0 % a start (guard: this host has 0 restart pair(s)")
+    assert verdict.record["outcome"] == "INCONCLUSIVE"  # what show / --json / the ledger say
+    assert verdict.over_starts == tuple(sorted(verification_plan(ONE_LEVEL.judge, base, cand).items())) == ((32, 5),)
+    assert [row.verdict.value for row in verdict.levels if row.concurrency == 32] == ["PASS"]  # stage 1's level
+
+
+def test_the_canary_rollback_trial_keeps_its_own_reading_of_a_pass() -> None:
+    better = LiveJudge(ONE_LEVEL, improvement=True).judge(_start(1.0), _start(1.10))
+    assert better.outcome is Outcome.PASS and better.over_starts == ()

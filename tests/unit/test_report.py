@@ -137,8 +137,8 @@ def test_plan_lines_show_diff_restart_and_policy():
     text = "\n".join(plan_lines(plan(profile_diff=("~ mem-fraction-static 0.9 → 0.92",))))
     assert "~ mem-fraction-static 0.9 → 0.92" in text and "would restart: sglang-qwen.service" in text
     assert "C=1,64" in text and "max_running_requests may drop ≤ 10 %" in text
-    assert "restart offset: a FAIL that a 2 % offset a server start could explain, or a final INCONCLUSIVE, is " \
-           "decided over server starts" in text
+    assert "restart offset: a FAIL that a 2 % offset a server start could explain, a PASS it could hide twice the " \
+           "limit behind, or a final INCONCLUSIVE, is decided over server starts" in text
 
 
 def test_history_and_show():

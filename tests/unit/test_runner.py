@@ -13,11 +13,12 @@ from support.runner_fakes import (
 
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
-from deployctl.inventory.policy import JudgePolicy
+from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, learn_restart, restart_pair
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
+from deployctl.live.bindings import LiveJudge
 from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.canary import ServerStart, WatchStart
@@ -536,3 +537,41 @@ async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(
     assert out.exit_code == ExitCode.REJECTED and b.calls[-1] == ([1], 1)
     assert judge.starts_asked == [] and judge.drift_asked[0][1] is Outcome.FAIL  # the A-B-A reading, as before
     assert out.evidence.starts is None and ledger.get(out.release_id).verdict == "FAIL"
+
+
+async def test_a_pass_a_restart_offset_could_explain_is_rolled_back_and_decided_over_starts(ledger):
+    # The real judge: −5 % at the one critical level passes stage 1 on one start a side, but a 2 % restart
+    # offset a start could hide −9.8 % behind it: never kept; C2, the rollback, B2, and over two starts a side
+    # it stays INCONCLUSIVE (exit 11).
+    policy = plan().policy.model_copy(update={"judge": JudgePolicy(levels={1: LevelRule(role="advisory")})})
+    p = plan(policy=policy)
+    b = FakeBench([bench({1: 120, 64: 1500}, trials=5, spread=0.02), bench({1: 120, 64: 1425}, trials=5, spread=0.02),
+                   bench({1: 120, 64: 1420}, trials=5, spread=0.02), bench({1: 120, 64: 1500}, trials=5, spread=0.02)])
+    a = adapters(judge=LiveJudge(policy), bench_=b)
+    out, prev, _ = await _run(ledger, a, p=p)
+    assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.result is m.Result.INCONCLUSIVE
+    assert a.units.calls == ["install_trial", "restart", "restart", "restore", "restart"]  # C2, rollback, B2
+    assert b.calls[-2:] == [([64], {64: 5})] * 2
+    assert ledger.live_release("qwen").id == prev  # the baseline runs
+    release = ledger.get(out.release_id)
+    assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over two baseline starts)"
+    assert [x.role for x in ledger.benches(out.release_id)] == ["baseline", "candidate", "candidate-restart", "verify"]
+    assert out.state.reasons[0].startswith("INCONCLUSIVE: PASS on one server start a side, but a restart offset of up "
+                                           "to 2.0 % a start (guard: ")
+    assert out.state.reasons[0].endswith("could hide a regression of twice the limit (−9.8 %): decided over server starts")
+    assert out.state.reasons[-1] == "still inconclusive over two baseline starts: the baseline was kept"
+    assert outcome_json(out)["verdict"] == "INCONCLUSIVE" and decided(ledger.events(out.release_id)).outcome == "INCONCLUSIVE"
+    assert "verdict: INCONCLUSIVE" in outcome_lines(out)
+
+
+async def test_with_inconclusive_keep_candidate_such_a_pass_is_kept_and_says_so(ledger):
+    judge_policy = JudgePolicy(levels={1: LevelRule(role="advisory")}, inconclusive="keep_candidate")
+    policy = plan().policy.model_copy(update={"judge": judge_policy})
+    b = FakeBench([bench({1: 120, 64: 1500}, trials=5, spread=0.02), bench({1: 120, 64: 1425}, trials=5, spread=0.02)])
+    a = adapters(judge=LiveJudge(policy), bench_=b)
+    out, _, _ = await _run(ledger, a, p=plan(policy=policy), state=m.start(m.Limits(keep_when_inconclusive=True)))
+    assert out.exit_code == ExitCode.OK and out.state.result is m.Result.KEPT
+    assert a.units.calls == ["install_trial", "restart", "keep"]
+    assert out.state.reasons[0].endswith("the policy (inconclusive: keep_candidate) keeps the candidate all the same")
+    assert out.state.reasons[-1] == "still inconclusive after 1 benchmark round(s); the policy keeps the candidate"
+    assert ledger.get(out.release_id).verdict == "INCONCLUSIVE"
