@@ -74,7 +74,8 @@ from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
-    FOCUS_SWEEP, FOCUS_TRIALS, MIN_RESTART_PAIRS, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, SWEEP_SHARE, TEST_SHARE,
+    FOCUS_SWEEP, FOCUS_TRIALS, MIN_RESTART_PAIRS, PASS_SHARE, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS,
+    SWEEP_SHARE, TEST_SHARE,
     judge_over_starts, over_starts_needed, verification_plan,
 )
 from deployctl.judge.stats import (
@@ -490,8 +491,9 @@ def _verification_trials(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, use
 
 def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.ndarray, np.ndarray]],
                  prior: np.ndarray | None, prior_df: int, history: Learned | None, policy: JudgePolicy,
-                 limit_log: float, pairs: bool) -> np.ndarray:
-    """``starts._compare`` vectorised: whether the test over these starts (each ``(values, trials)``) fails, per run."""
+                 limit_log: float, pairs: bool) -> SimpleNamespace:
+    """``starts._compare`` vectorised over the runs, the test over these starts (each ``(values, trials)``):
+    ``failed``, and ``rules_out`` (``starts._pass_doubt``: twice the limit ruled out on the sweep's mean)."""
     runs, L = base[0][1].shape
     kb, kc = len(base), len(cand)
     means = [[_within(x, n) for x, n in side] for side in (base, cand)]
@@ -528,13 +530,14 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
     d = diffs.mean(axis=1)
     eff = _satterthwaite([(within, df), (between, None)])
     failed = (-d > limit_log) & (-d > _t(1 - (alpha if one else alpha * SWEEP_SHARE), eff) * se)
+    rules_out = -d + _t(1 - policy.miss * PASS_SHARE, eff) * se < 2 * limit_log
     if not one:
         within_l = level_var[:, None] * weights
         se_l = np.sqrt(within_l + between[:, None])
         eff_l = _satterthwaite([(within_l, df[:, None]), (np.broadcast_to(between[:, None], within_l.shape), None)])
         q = _t(1 - alpha * (1 - SWEEP_SHARE) / L, eff_l)
         failed |= ((-diffs > limit_log) & (-diffs > q * se_l)).any(axis=1)
-    return failed
+    return SimpleNamespace(failed=failed, rules_out=rules_out)
 
 
 def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
@@ -544,8 +547,8 @@ def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outc
     """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
 
     A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
-    variance is robust; any other
-    FAIL and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
+    variance is robust, and so is a PASS whose sweep mean rules out twice the limit there (``pass_robust``);
+    any other FAIL or PASS and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
     restored baseline on its new start (B2), ``k`` trials a level (``verification_plan``) each with its own restart
     offset, and ``judge_over_starts`` decides: FAIL or INCONCLUSIVE. Returns (the final outcome code, which
     runs were decided over starts, the verification B2, the candidate's second start C2 or None).
@@ -556,15 +559,15 @@ def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outc
     guard = _in_force(history, runs)
     judged, _ = _look(mb, ssb, nb, _trial_effect(base, nb), cand, used, mc, ssc, prior, prior_df,
                       2 * guard[:, None] ** 2, np.full(runs, np.inf), limit_log, bounds)
-    robust = judged.any(axis=1) | _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy,
-                                               limit_log, pairs=False)
-    over = (outcome == 3) | ((outcome == 1) & ~robust)
+    one_start = _starts_test([(base, nb)], [(cand, used)], prior, prior_df, history, policy, limit_log, pairs=False)
+    robust = judged.any(axis=1) | one_start.failed
+    over = (outcome == 3) | ((outcome == 1) & ~robust) | ((outcome == 2) & ~one_start.rules_out)
     nv = k
     # Drawn to max_trials, the first k[run] used: the cross-check cuts them by the real verification_plan.
     verify = model.trials(rng, sigma, (runs, L, policy.max_trials))  # the restored baseline on its new start
     again = model.trials(rng, sigma, (runs, L, policy.max_trials)) + shift if c2 else None  # the candidate restarted
     fail = _starts_test([(base, nb), (verify, nv)], [(cand, used)] + ([(again, nv)] if c2 else []), prior, prior_df,
-                        history, policy, limit_log, pairs=True)
+                        history, policy, limit_log, pairs=True).failed
     return np.where(over, np.where(fail, 1, 3), outcome), over, verify, again
 
 

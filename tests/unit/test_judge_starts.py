@@ -12,8 +12,8 @@ from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import (
-    FOCUS_TRIALS, MIN_RESTART_PAIRS, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, VERIFICATION_TRIALS, judge_over_starts, over_starts_needed, restart_in_force,
-    verification_plan,
+    FOCUS_TRIALS, MIN_RESTART_PAIRS, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, VERIFICATION_TRIALS, judge_over_starts, over_starts_needed,
+    pass_robust, recheck_pass, restart_in_force, verification_plan,
 )
 from deployctl.judge.stats import DEFAULT_RESTART, RestartNoise
 from deployctl.judge.verdict import judge
@@ -187,3 +187,74 @@ def test_a_regression_at_one_level_only_is_failed_by_that_level_s_own_test():
     assert over.outcome is Outcome.FAIL
     assert over.reasons[0].startswith("FAIL over server starts: C=64 −20.")  # the sweep's mean is only −4 %
     assert [line for line in over.reasons if line.endswith("regressed beyond the limit")] == [over.reasons[-2]]
+
+
+# A stage-1 PASS on one server start a side stands only when a restart offset of the guard's size could not
+# hide a regression of twice the limit (``pass_robust``); else it is decided over starts like an INCONCLUSIVE.
+ONE = (64,)
+B1_ONE = start(1.0, [1000.0, 1030.0, 975.0, 1010.0, 990.0], levels=ONE)
+
+
+def test_a_one_level_pass_at_minus_five_percent_on_a_brand_new_host_is_decided_over_starts():
+    c1 = start(0.95, [1005.0, 985.0, 1020.0], levels=ONE)
+    verdict = judge(B1_ONE, c1, POLICY)
+    assert verdict.outcome is Outcome.PASS and verdict.final  # stage 1 alone would keep it
+    assert not pass_robust(verdict, B1_ONE, c1, POLICY, None, None)
+    assert over_starts_needed(verdict, B1_ONE, c1, POLICY, None, None)
+    rechecked = recheck_pass(verdict, B1_ONE, c1, POLICY, None, None)
+    assert rechecked.outcome is Outcome.INCONCLUSIVE and rechecked.final
+    assert rechecked.reasons[0] == (
+        "INCONCLUSIVE: PASS on one server start a side, but a restart offset of up to 2.0 % a start (guard: this "
+        "host has 0 restart pair(s), 12 needed to use its own) could hide a regression of twice the limit (−9.8 %): "
+        "decided over server starts")
+    assert rechecked.reasons[1] == ("C=64 allowing that offset: −4.8 % (95 % CI −10.6 … +1.4 %), limit −5 %; −9.8 % is "
+                                   "not ruled out at 0.025 one-sided")
+    assert rechecked.reasons[2] == "stage 1, one server start a side: PASS: no critical level regressed beyond its limit"
+    assert rechecked.to_dict()["outcome"] == "INCONCLUSIVE"
+    assert over_starts_needed(rechecked, B1_ONE, c1, POLICY, None, None)
+    assert verification_plan(POLICY, B1_ONE, c1) == {64: VERIFICATION_TRIALS}
+
+
+def test_with_inconclusive_keep_candidate_the_words_say_the_policy_keeps_it():
+    policy = JudgePolicy(inconclusive="keep_candidate")
+    c1 = start(0.95, [1005.0, 985.0, 1020.0], levels=ONE)
+    rechecked = recheck_pass(judge(B1_ONE, c1, policy), B1_ONE, c1, policy, None, None)
+    assert rechecked.outcome is Outcome.INCONCLUSIVE
+    assert rechecked.reasons[0].endswith(
+        "could hide a regression of twice the limit (−9.8 %): the policy (inconclusive: keep_candidate) keeps the "
+        "candidate all the same")
+
+
+def test_a_clear_pass_with_small_noise_stands():
+    b1 = start(1.0, [1000.0, 1003.0, 998.0], levels=ONE)
+    c1 = start(1.0, [1001.0, 999.0, 1002.0], levels=ONE)
+    verdict = judge(b1, c1, POLICY)
+    assert verdict.outcome is Outcome.PASS and pass_robust(verdict, b1, c1, POLICY, None, None)
+    assert not over_starts_needed(verdict, b1, c1, POLICY, None, None)
+    assert recheck_pass(verdict, b1, c1, POLICY, None, None) is verdict
+
+
+def test_a_harmless_five_level_pass_stands_on_the_sweep_s_mean():
+    # −2 % at every level, σ ≈ 2 %: the sweep's mean rules out −9.8 % even allowing a 2 % offset a start.
+    c1 = start(0.98, [1005.0, 985.0, 1020.0])
+    verdict = judge(start(1.0, [1000.0, 1030.0, 975.0]), c1, POLICY)
+    assert verdict.outcome is Outcome.PASS
+    assert pass_robust(verdict, start(1.0, [1000.0, 1030.0, 975.0]), c1, POLICY, None, None)
+
+
+def test_a_host_that_learned_small_restarts_keeps_a_borderline_pass():
+    c1 = start(0.95, [1005.0, 985.0, 1020.0], levels=ONE)
+    verdict = judge(B1_ONE, c1, POLICY, restart=learned(0.002, MIN_RESTART_PAIRS))
+    assert verdict.outcome is Outcome.PASS
+    assert pass_robust(verdict, B1_ONE, c1, POLICY, None, learned(0.002, MIN_RESTART_PAIRS))
+    assert not pass_robust(verdict, B1_ONE, c1, POLICY, None, learned(0.002, MIN_RESTART_PAIRS - 4))  # too few pairs
+
+
+def test_only_a_final_pass_is_rechecked_and_a_sweep_without_critical_levels_passes_as_it_is():
+    advisory = JudgePolicy(levels={64: LevelRule(role="advisory")})
+    c1 = start(0.95, [1005.0, 985.0, 1020.0], levels=ONE)
+    verdict = judge(B1_ONE, c1, advisory)
+    assert verdict.outcome is Outcome.PASS and pass_robust(verdict, B1_ONE, c1, advisory, None, None)
+    slow = start(0.80, [1005.0, 985.0, 1020.0], levels=ONE)
+    failed = judge(B1_ONE, slow, POLICY)
+    assert failed.outcome is Outcome.FAIL and recheck_pass(failed, B1_ONE, slow, POLICY, None, None) is failed
