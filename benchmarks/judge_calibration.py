@@ -74,8 +74,8 @@ from deployctl.judge.pooling import GUARD_ALPHA, SHOCK_ALPHA
 from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
-    FOCUS_TRIALS, MIN_RESTART_PAIRS, PASS_SHARE, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, SWEEP_SHARE,
-    TEST_SHARE,
+    FOCUS_SWEEP, FOCUS_TRIALS, MIN_RESTART_PAIRS, PASS_SHARE, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS,
+    SWEEP_SHARE, TEST_SHARE,
     judge_over_starts, over_starts_needed, verification_plan,
 )
 from deployctl.judge.stats import (
@@ -481,7 +481,11 @@ def _verification_trials(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, use
     shock = _shares_shock(tb + tc, db + dc, (ssb + ssc).sum(axis=1), (nb + used - 2).sum(axis=1))
     k = np.where(shock, max(each, SHOCK_VERIFICATION_TRIALS), each)[:, None]
     mb, mc = _within(base, nb)[0], _within(cand, used)[0]
-    beyond = mb - mc > -math.log1p(-policy.limit_pct / 100)  # the candidate's first start beyond the limit
+    limit_log = -math.log1p(-policy.limit_pct / 100)
+    regression, L = mb - mc, mb.shape[1]
+    others = (regression.sum(axis=1, keepdims=True) - regression) / max(L - 1, 1)
+    standing_out = others <= FOCUS_SWEEP * limit_log  # the other levels' mean within its share of the limit
+    beyond = (regression > limit_log) & standing_out  # the candidate's first start beyond the limit at a level
     return np.minimum(np.where(beyond, np.maximum(k, FOCUS_TRIALS), k), policy.max_trials)
 
 
@@ -760,7 +764,7 @@ def _targets(cells: dict[tuple[float, float | str], Cell], per_sigma: dict[float
     if not per_sigma:
         print()
         return aa, caught, None
-    shares = ", ".join(f"σ={100 * s:.0f} % {100 * c / fixed_s:.0f} %" for s, c in per_sigma.items())
+    shares = ", ".join(f"σ={100 * s:.0f} % {100 * c / fixed_s:.1f} %" for s, c in per_sigma.items())
     print(f"  mean trial-seconds over the seven Δ, of the fixed design: {shares} "
           f"(σ = {100 * worst:.0f} % ≤ 50 %: {mark(per_sigma[worst] <= fixed_s / 2)})\n")
     return aa, caught, per_sigma[worst] / fixed_s

@@ -148,6 +148,12 @@ def test_a_level_the_candidate_is_beyond_the_limit_at_gets_the_most_verification
     assert verification_plan(POLICY, B1, slow) == {1: 1, 4: 1, 16: 1, 32: 1, 64: min(FOCUS_TRIALS, POLICY.max_trials)}
 
 
+def test_no_level_gets_the_most_trials_when_the_whole_sweep_moved():
+    # −8 % everywhere, −15 % at C=64: the other levels' mean is past FOCUS_SWEEP of the limit: the sweep's test decides
+    slow = sweep({c: [v * (0.85 if c == 64 else 0.92) for v in [1001.0, 994.0, 1006.0]] for c in LEVELS})
+    assert verification_plan(POLICY, B1, slow) == {c: 1 for c in LEVELS}
+
+
 def test_the_verification_measures_every_critical_level():
     policy = JudgePolicy(levels={1: LevelRule(role="advisory")})
     assert verification_plan(policy, B1) == {4: 2, 16: 2, 32: 2, 64: 2}  # 5 trials over the 4 critical levels
