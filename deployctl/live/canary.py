@@ -19,7 +19,6 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
-from deployctl.judge.verdict import judge
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
@@ -166,6 +165,10 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     levels = policy.canary.levels
     if reference is not None and levels:
         reference = replace(reference, levels=tuple(lv for lv in reference.levels if lv.concurrency in levels))
+    # Here, not at the top: the verdict needs numpy and scipy, which `deployctl --help` would pay for through
+    # the canary verb's import of this module (benchmarks/cli_startup.py).
+    from deployctl.judge.verdict import judge
+
     result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
     for _ in range(policy.judge.max_trials - policy.judge.min_trials):
         if reference is None:
