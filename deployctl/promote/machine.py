@@ -228,9 +228,12 @@ def _judge(state: State, outcome: Outcome) -> State:
     if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
     budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
-    if state.limits.keep_when_inconclusive:
+    if state.limits.keep_when_inconclusive and state.limits.keep:
         return _pass(state, outcome.reasons + (f"{budget}; the policy keeps the candidate",))
-    kept = _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; the policy keeps the baseline",))
+    # A bisect trial (``keep`` off) is never passed on an INCONCLUSIVE, whatever the policy keeps: the search
+    # would clear the changes it tried on no evidence.
+    then = "the policy keeps the baseline" if state.limits.keep else "a bisect trial: neither passed nor failed"
+    kept = _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; {then}",))
     return _second_start(kept, outcome.over_starts)
 
 

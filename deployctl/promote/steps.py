@@ -133,7 +133,7 @@ class Judged:
     more_trials: tuple[tuple[int, int], ...] = ()
     # The plan of the candidate's second start and the rollback's verification when a rollback on this verdict
     # is to be decided over server starts (``deployctl.judge.starts``): a FAIL that a restart offset could
-    # explain, an INCONCLUSIVE.
+    # explain, an INCONCLUSIVE (a PASS that is not robust to it comes as one: ``starts.recheck_pass``).
     over_starts: tuple[tuple[int, int], ...] = ()
 
 

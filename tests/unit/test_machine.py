@@ -143,6 +143,15 @@ def test_inconclusive_may_keep_the_candidate_by_policy():
     assert state.result is m.Result.KEPT and actions[-1] == "KeepCandidate"
 
 
+def test_a_bisect_trial_is_not_passed_on_an_inconclusive_whatever_the_policy_keeps():
+    plan = ((2, 1), (8, 1))
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, ("unclear",), over_starts=plan), OK],
+                           limits=m.Limits(keep=False, keep_when_inconclusive=True))
+    assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
+    assert actions[-1] == "SecondCandidateStart" and state.phase is m.Phase.ROLLBACK  # decided over starts
+    assert state.reasons[-1] == "still inconclusive after 1 benchmark round(s); a bisect trial: neither passed nor failed"
+
+
 def test_rollback_is_retried_then_fails():
     state, actions = drive(
         HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
