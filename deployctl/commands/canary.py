@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 
-from deployctl.adapters import journal_send, textfile, webhook
+from deployctl.adapters import journal_send, textfile
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._inventory import inventory_path, load_inventory_from_args
@@ -212,8 +212,9 @@ def rebaseline(args: argparse.Namespace) -> int:
         raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
     site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
 
-    # The real adapters here and in _canary, not at the top: they bring aiohttp and the judge (numpy, scipy),
-    # which `deployctl --help` and `canary install` would pay for at start-up (benchmarks/cli_startup.py).
+    # The real adapters here and in _canary (aiohttp, the judge: numpy, scipy) and the webhook in _webhook (httpx),
+    # not at the top: `deployctl --help` and `canary install` would pay for them at start-up
+    # (benchmarks/cli_startup.py).
     from deployctl.live.bindings import live_adapters
 
     async def pin(lock: DeploymentLock) -> str:
@@ -414,6 +415,8 @@ def _webhook(site: Site, out: Run, live: int | None) -> str | None:
     hook = site.policy.canary.webhook
     if hook is None or out.code in (ExitCode.OK, ExitCode.BUSY):
         return None
+    from deployctl.adapters import webhook
+
     watched = out.watch.release if out.watch else None
     payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
                "verdict": out.verdict, "exit_code": out.code, "release": live,
