@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Iterable, Sequence
 
-import numpy as np
-
 from deployctl.bench.result import (
     LevelTelemetry,
     Percentiles,
@@ -171,6 +169,10 @@ class TrialContext:
 
 
 def percentiles(values: Iterable[float]) -> Percentiles:
+    # numpy here, not at the top: the rest of this module is what `deployctl bench`'s parser and the other
+    # verbs import, at start-up (benchmarks/cli_startup.py).
+    import numpy as np
+
     arr = np.fromiter(values, dtype=float)
     if arr.size == 0:
         return Percentiles()

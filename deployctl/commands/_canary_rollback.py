@@ -21,10 +21,8 @@ from deployctl.errors import ExitCode
 from deployctl.commands._release_verbs import limits, who
 from deployctl.commands.promote import abort_on_signals
 from deployctl.commands.rollback import text_of
-from deployctl.live.bindings import live_adapters
 from deployctl.live.canary import ROLLBACK_KIND, TRIED, WatchReport
 from deployctl.live.protocols import Guard
-from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import Evidence, PromoteOutcome
@@ -44,6 +42,11 @@ async def try_earlier(site: Site, report: WatchReport, target: Release, lock: De
                       guard: Guard | None) -> PromoteOutcome:
     """Judge ``target`` against the degraded live release just measured in ``report``; keep it if better now."""
     assert report.result is not None  # decide_rollback attempts only with a measurement
+    # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy), which
+    # `deployctl --help` would pay for through the canary verb (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+    from deployctl.live.runner import Runner
+
     live = report.release
     site = watch_site(site)
     with Ledger.open(site.state_dir) as ledger:

@@ -31,7 +31,6 @@ from deployctl.commands.options import (
 )
 from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
-from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Adapters, Progress
 from deployctl.live.recovery import (
     Recovered,
@@ -205,6 +204,11 @@ def recover_held(site: Site, verb: str, progress: Progress | None = None) -> lis
 
 async def _recover_with_adapters(ledger: Ledger, site: Site, verb: str,
                                  progress: Progress | None) -> list[Recovered]:
+    # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which the read-only
+    # verbs that share this module (history, show, status with nothing to recover) never need
+    # (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+
     async with live_adapters(site, None, progress) as adapters:
         return await recover_outcomes(ledger, site, adapters, verb)
 

@@ -9,7 +9,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from deployctl.bench.result import BenchResult
 from deployctl.bench.table import render_table
@@ -18,7 +18,9 @@ from deployctl.commands.options import add_deployment
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import BenchPolicy
 from deployctl.live.measure import measure
-from deployctl.live.sweep import Progress
+
+if TYPE_CHECKING:  # the sweep brings httpx: `deployctl --help` loads this module and never measures
+    from deployctl.live.sweep import Progress
 
 NAME = "bench"
 HELP = "benchmark a server: streaming requests at fixed concurrency levels, the operators' table + JSON"

@@ -12,9 +12,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Awaitable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 
-from deployctl.adapters import journal_send, textfile, webhook
+from deployctl.adapters import journal_send, textfile
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.commands._inventory import inventory_path, load_inventory_from_args
@@ -30,20 +30,20 @@ from deployctl.commands._upload import refuse_lasting_use
 from deployctl.commands.options import add_deployment, complete_deployments
 from deployctl.commands.promote import abort_request, promote
 from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
-from deployctl.judge.verdict import LevelVerdict
 from deployctl.judge.watch import Health, level_means
-from deployctl.live.bindings import live_adapters
 from deployctl.live.canary import rebaseline as pin_reference
 from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
-from deployctl.live.output_gate import watch_checks
 from deployctl.live.canary_units import arm_recheck
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
 from deployctl.promote.report import table_lines
+
+if TYPE_CHECKING:
+    from deployctl.judge.verdict import LevelVerdict
 
 NAME = "canary"
 T = TypeVar("T")
@@ -212,6 +212,11 @@ def rebaseline(args: argparse.Namespace) -> int:
         raise InputError("say which deployment: `deployctl canary rebaseline DEPLOYMENT`")
     site = make_site(load_inventory_from_args(args), args.target[1], state_dir(args))
 
+    # The real adapters here and in _canary (aiohttp, the judge: numpy, scipy) and the webhook in _webhook (httpx),
+    # not at the top: `deployctl --help` and `canary install` would pay for them at start-up
+    # (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+
     async def pin(lock: DeploymentLock) -> str:
         with Ledger.open(site.state_dir) as ledger:
             async with live_adapters(site, None) as adapters:
@@ -251,6 +256,9 @@ def run_one(site: Site, metrics_dir: Path | None, guard: Guard | None = None) ->
 
 
 async def _canary(site: Site, lock: DeploymentLock, out: Run, guard: Guard | None) -> None:
+    from deployctl.live.bindings import live_adapters
+    from deployctl.live.output_gate import watch_checks
+
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None) as adapters:
             out.detail += await recover_first(ledger, site, adapters, NAME)  # exit 12 when it failed
@@ -407,6 +415,8 @@ def _webhook(site: Site, out: Run, live: int | None) -> str | None:
     hook = site.policy.canary.webhook
     if hook is None or out.code in (ExitCode.OK, ExitCode.BUSY):
         return None
+    from deployctl.adapters import webhook
+
     watched = out.watch.release if out.watch else None
     payload = {"text": f"deployctl canary on {site.host}: " + "\n".join(out.lines), "deployment": site.name,
                "verdict": out.verdict, "exit_code": out.code, "release": live,

@@ -16,7 +16,7 @@ from deployctl.inventory.marked_yaml import load_marked
 from deployctl.inventory.pydantic_problems import pydantic_problems
 from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.verdict import Outcome, judge, render_verdict
+from deployctl.judge.outcome import Outcome
 
 NAME = "judge"
 HELP = "judge a candidate's benchmark against a baseline's (stored JSON), as promote would"
@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: the verdict needs numpy and scipy, which `deployctl --help` would pay for (benchmarks/cli_startup.py).
+    from deployctl.judge.verdict import judge, render_verdict
+
     baseline = _load_result(args.baseline)
     candidate = _load_result(args.candidate)
     policy = _load_policy(args.policy) if args.policy else JudgePolicy()

@@ -33,9 +33,7 @@ from deployctl.commands.check import format_report
 from deployctl.commands.options import shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import ExitCode, UsageError
-from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Guard
-from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
 from deployctl.promote import dead_man as switch
@@ -181,6 +179,11 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
                   baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
                   inventory: str | None = None, output_gate: bool = True) -> PromoteOutcome:
     """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
+    # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy), which
+    # every other verb would pay for at start-up, as they import this module's helpers (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+    from deployctl.live.runner import Runner
+
     progress = TerminalProgress()
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, profile, progress, preflight=preflight, guard=guard) as adapters:

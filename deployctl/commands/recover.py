@@ -13,7 +13,6 @@ from deployctl.commands._release_verbs import add_site_arguments, locked, recove
 from deployctl.commands.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
 from deployctl.errors import Busy
-from deployctl.live.bindings import live_adapters
 from deployctl.live.dead_man import read_lease, stop_switch
 from deployctl.live.site import Site
 from deployctl.promote.dead_man import Verdict, judge_alive
@@ -81,6 +80,10 @@ async def _recover(site: Site) -> list[str]:
     with Ledger.open(site.state_dir) as ledger:
         if not ledger.unfinished(site.name):
             return []
+        # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which `deployctl
+        # --help` would pay for at start-up, and this verb only when there is something to recover (benchmarks/cli_startup.py).
+        from deployctl.live.bindings import live_adapters
+
         async with live_adapters(site, None) as adapters:
             return await recover_first(ledger, site, adapters, NAME)
 

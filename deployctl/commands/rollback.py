@@ -21,9 +21,7 @@ from deployctl.commands._release_verbs import (
 )
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import InputError
-from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Guard
-from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import PromoteOutcome
@@ -109,6 +107,11 @@ def _hash_prefix(text: str | None) -> str | None:
 
 
 async def _rollback(site: Site, to: Target, guard: Guard | None = None) -> PromoteOutcome | list[str]:
+    # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy), which
+    # `deployctl --help` and the verbs that import ``text_of`` would pay for at start-up (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+    from deployctl.live.runner import Runner
+
     with Ledger.open(site.state_dir) as ledger:
         async with live_adapters(site, None, TerminalProgress(), guard=guard) as adapters:
             recovered = await recover_outcomes(ledger, site, adapters, NAME)

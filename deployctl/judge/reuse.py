@@ -17,8 +17,6 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
-from scipy.special import stdtrit
-
 from deployctl.bench.result import BenchResult
 from deployctl.judge.stats import NoiseEstimate, pool
 from deployctl.judge.metrics import METRICS
@@ -98,6 +96,10 @@ def confirm(
     drift only when it is large against one trial's noise (at σ = 3 %, about 10 % or more); smaller
     drifts are the price of reuse, bounded by ``max_age_s``.
     """
+    # Here, not at the top: the ledger reads a ``BaselineFingerprint`` back for every read-only verb,
+    # which then costs no scipy (benchmarks/cli_startup.py).
+    from scipy.special import stdtrit
+
     logs = [math.log(v) for v in stored]
     n = len(logs)
     mean = sum(logs) / n

@@ -31,10 +31,6 @@ from functools import lru_cache
 from statistics import median
 from typing import Any, Iterable, Sequence
 
-# scipy.special, not scipy.stats: the same t quantile (stdtrit is what t.ppf calls) at under half the
-# import time, which every deployctl command that judges pays.
-from scipy.special import ndtri, stdtrit
-
 
 @dataclass(frozen=True)
 class ChangeInterval:
@@ -291,4 +287,9 @@ def outlier_indices(values: Sequence[float], *, k: float = 5.0, floor: float = 0
 @lru_cache(maxsize=256)
 def t_quantile(q: float, df: float) -> float:
     # Cached: the calibration calls the judge hundreds of thousands of times with a few (q, df) pairs.
+    # scipy.special, not scipy.stats: the same t quantile (stdtrit is what t.ppf calls) at under half the
+    # import time; imported here, not at the top, so the value types above cost a command no scipy
+    # (`deployctl status` reads them from the ledger; benchmarks/cli_startup.py).
+    from scipy.special import ndtri, stdtrit
+
     return float(stdtrit(df, q)) if df < 10_000 else float(ndtri(q))

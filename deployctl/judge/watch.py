@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
-from deployctl.judge.changepoint import ChangePoint, change_points
 from deployctl.judge.metrics import METRICS
-from deployctl.judge.verdict import Outcome, Verdict, judge
+from deployctl.judge.outcome import Outcome
+
+if TYPE_CHECKING:
+    from deployctl.judge.changepoint import ChangePoint
+    from deployctl.judge.verdict import Verdict
 
 
 class Health(str, Enum):
@@ -86,6 +89,10 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
                   judge_policy: JudgePolicy, canary: CanaryPolicy) -> WatchVerdict:
     """``series``: per level, the metric of every watch of this release in order, this one last."""
     reasons: list[str] = []
+    # The verdict and the change points here and in _shifts, not at the top: they need numpy and scipy, and the
+    # health words and value types above are read by `deployctl canary`'s parser and the output gate (benchmarks/cli_startup.py).
+    from deployctl.judge.verdict import judge
+
     verdict = judge(reference, now, judge_policy) if reference is not None else None
     if verdict is None:
         reasons.append("first measurement of this release: it is the reference from now on")
@@ -109,6 +116,8 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
 
 
 def _shifts(series: Mapping[int, Sequence[float]], max_pvalue: float) -> list[LevelShift]:
+    from deployctl.judge.changepoint import ChangePoint, change_points
+
     out = []
     for c, values in sorted(series.items()):
         points = change_points(values, max_pvalue=max_pvalue)

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.inventory.model import Profile, resolve_profile
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.live.bindings import live_adapters
 from deployctl.live.protocols import Guard, Progress
-from deployctl.live.runner import Runner
 from deployctl.live.site import Site
 from deployctl.promote import machine as m
 from deployctl.promote.bisect_changes import (
@@ -37,6 +35,9 @@ from deployctl.promote.evidence import Evidence, PromoteOutcome
 from deployctl.startup.diff import diff_startups
 from deployctl.startup.report import StartupReport
 from deployctl.units.profilediff import diff_profiles
+
+if TYPE_CHECKING:
+    from deployctl.live.runner import Runner
 
 _PASSED = (m.Result.KEPT, m.Result.PASSED)
 
@@ -249,6 +250,11 @@ class Bisector:
         definition = profile_definition(self.base, chosen, f"{self.base} + {described} ({trial.purpose})")
         site = self.site.with_profile(name, Profile(**definition))
         t0 = self.clock()
+        # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy),
+        # which `deployctl --help` would pay for through `deployctl bisect`'s import of this module (benchmarks/cli_startup.py).
+        from deployctl.live.bindings import live_adapters
+        from deployctl.live.runner import Runner
+
         async with live_adapters(site, name, self.progress, preflight=self.preflight, guard=self.guard) as adapters:
             plan = site.plan(name)
             release_id = self.ledger.begin_release(

@@ -19,9 +19,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
-from deployctl.judge.verdict import judge
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
-from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
 from deployctl.promote.canary import Judged, ServerStart, WatchStart, version_identity
@@ -107,6 +105,10 @@ async def watch(ledger: Ledger, site: Site, adapters: Adapters, live: Release,
 async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
     """The passive window's scrapes (none when the server exports no usable /metrics), and why a sweep of ours
     would be the way to measure it, in words."""
+    # The scrapers (httpx) here and the verdict (numpy, scipy) in _synthetic, not at the top: `deployctl --help`
+    # would pay for them through the canary verb (benchmarks/cli_startup.py).
+    from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
+
     canary, api_key = site.policy.canary, site.api_key()
     if canary.prometheus is not None:
         scrapes = await query_window(canary.prometheus, canary.passive_window_s, site.policy.judge.max_trials)
@@ -166,6 +168,8 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     levels = policy.canary.levels
     if reference is not None and levels:
         reference = replace(reference, levels=tuple(lv for lv in reference.levels if lv.concurrency in levels))
+    from deployctl.judge.verdict import judge
+
     result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
     for _ in range(policy.judge.max_trials - policy.judge.min_trials):
         if reference is None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.promote import machine as m
@@ -29,6 +28,9 @@ from deployctl.promote.evidence import (
     StartOutcome,
 )
 from deployctl.startup.parser import StartupReport
+
+if TYPE_CHECKING:  # an annotation only: the judge over server starts (scipy) is the binding's, not the protocol's
+    from deployctl.judge.starts import StartsVerdict
 
 log = logging.getLogger("deployctl")
 

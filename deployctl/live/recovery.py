@@ -18,7 +18,6 @@ from typing import Callable
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.live.protocols import Adapters
-from deployctl.live.runner import Runner
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import SECOND_START_ROLE, Evidence, Plan
 from deployctl.promote.records import Release
@@ -63,6 +62,10 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
 
     The caller holds the deployment's lock, so an unfinished release cannot belong to a live controller.
     """
+    # Here, not at the top: the runner brings the judge (numpy, scipy), which `deployctl status` pays only
+    # when there is something to recover (benchmarks/cli_startup.py).
+    from deployctl.live.runner import Runner
+
     said = []
     for release in ledger.unfinished(deployment):
         state = m.State.from_dict(release.state) if release.state else m.start()

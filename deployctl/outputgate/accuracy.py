@@ -7,8 +7,6 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from scipy.special import bdtrc, ndtri
-
 
 @dataclass(frozen=True)
 class Paired:
@@ -35,6 +33,10 @@ def paired(baseline: Sequence[bool], candidate: Sequence[bool]) -> Paired:
     lost = sum(1 for b, c in zip(baseline, candidate) if b and not c)
     gained = sum(1 for b, c in zip(baseline, candidate) if c and not b)
     n = lost + gained
+    # scipy here and in wilson, not at the top: a stored output verdict is read back (`deployctl show`)
+    # without it (benchmarks/cli_startup.py).
+    from scipy.special import bdtrc
+
     # P(X ≥ lost) for X ~ Binomial(n, ½); bdtrc(k, n, p) is P(X > k)
     p = 1.0 if lost == 0 else float(bdtrc(lost - 1, n, 0.5))
     return Paired(len(baseline), sum(baseline), sum(candidate), lost, gained, p)
@@ -43,6 +45,8 @@ def paired(baseline: Sequence[bool], candidate: Sequence[bool]) -> Paired:
 def wilson(right: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     if n == 0:
         return (0.0, 1.0)
+    from scipy.special import ndtri
+
     z = float(ndtri(0.5 + confidence / 2))
     p = right / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)

@@ -7,19 +7,21 @@ those edges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
-from deployctl.judge.starts import StartsVerdict
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.outputgate.verdict import OutputVerdict
 from deployctl.promote import machine as m
 from deployctl.promote.records import StoredBench
 from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import ProfileDiff
+
+if TYPE_CHECKING:  # an annotation only: judging over server starts (scipy) is no part of reading evidence back
+    from deployctl.judge.starts import StartsVerdict
 
 
 # The ledger's role of the candidate's second server start (``machine.SecondCandidateStart``).

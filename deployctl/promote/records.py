@@ -6,11 +6,13 @@ The ledger adapter writes and reads them; these are the plain values it returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployctl.bench.result import BenchResult
-from deployctl.judge.noise import PairSource
 from deployctl.judge.reuse import BaselineFingerprint
+
+if TYPE_CHECKING:  # an annotation only: the judge's noise planning (scipy) is no part of reading the ledger
+    from deployctl.judge.noise import PairSource
 
 
 @dataclass(frozen=True)

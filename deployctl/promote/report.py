@@ -15,7 +15,6 @@ from typing import Any, Iterable, Sequence
 
 from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
-from deployctl.judge.starts import RESTART_GUARD
 from deployctl.outputgate.verdict import verdict_lines
 from deployctl.promote import machine as m
 from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
@@ -112,6 +111,10 @@ def level_telemetry(result: BenchResult | None, concurrency: int) -> LevelTeleme
 
 
 def plan_lines(plan: Plan, *, restart: bool = True) -> list[str]:
+    # Here, not at the top: the judge over server starts needs scipy, which `history` and `show` (the rest
+    # of this module) never pay for (benchmarks/cli_startup.py).
+    from deployctl.judge.starts import RESTART_GUARD
+
     lines = [f"promote {plan.profile} → {plan.deployment} ({plan.unit_name})"]
     if plan.unchanged:
         lines.append("  the candidate renders to the unit installed now: nothing to do")

@@ -10,7 +10,6 @@ from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.stats import ChangeInterval
 from deployctl.judge.metrics import METRICS
-from deployctl.judge.verdict import judge
 from deployctl.promote.decided import Decided, decided
 from deployctl.promote.records import Event, Release, StoredBench
 
@@ -117,6 +116,10 @@ def _release_story(
                      f"verdicts as decided at the time, stored with the release; {stored.policy_line()}; "
                      f"{stored.noise_line()}" + (f"; {line}" if (line := stored.starts_line()) else ""), stored)
     if base and cand:
+        # Here, not at the top: a story told from its stored verdicts (`deployctl show`) judges nothing and
+        # needs no numpy or scipy (benchmarks/cli_startup.py).
+        from deployctl.judge.verdict import judge
+
         verdict = judge(base.result, cand.result, policy)
         intervals = []
         for lv in verdict.levels:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.clirun import free_port, run_deployctl
 
+from deployctl.adapters.ledger import Ledger
 from deployctl.live.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE
 
@@ -124,6 +125,24 @@ def test_status_of_a_deployment_not_installed_yet(sandbox: Sandbox, inventory: P
     shown = deployctl(sandbox, inventory, "status", "toy")
     assert shown.returncode == 0, shown.stderr
     assert "unit file: not installed" in shown.stdout and "inactive/dead" in shown.stdout
+
+
+def test_status_imports_no_numpy_scipy_or_aiohttp(sandbox: Sandbox, inventory: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`deployctl status` with a ledger and nothing to recover judges nothing: it loads no statistics and no
+    load client (benchmarks/cli_startup.py; tests/cli/test_cli_imports.py covers the verbs without systemd)."""
+    with Ledger.open(inventory.parent / "state") as ledger:
+        ledger.begin_release(deployment="toy", kind="promote", unit_name="toy-verbs.service", unit_text="[Service]\n",
+                             unit_hash="0" * 64, who="root", profile="good", finished=True, live=True, result="kept")
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # every import, on stderr
+    shown = deployctl(sandbox, inventory, "status", "toy")
+    assert shown.returncode == 0, shown.stderr
+    assert "live release 1: good" in shown.stdout, shown.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in shown.stderr.splitlines() if line.startswith("import time:")}
+    # The report is there (an empty one would pass anything): the verb's own module is loaded by importlib, which
+    # -X importtime does not list, so one it imports stands for it.
+    assert "deployctl.commands._release_verbs" in imported
+    assert not imported & {"numpy", "scipy", "aiohttp"}, sorted(imported & {"numpy", "scipy", "aiohttp"})
 
 
 def test_a_hand_written_unit_is_only_replaced_with_adopt(sandbox: Sandbox, inventory: Path) -> None:

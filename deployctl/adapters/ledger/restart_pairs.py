@@ -7,13 +7,8 @@ from typing import Sequence
 
 from deployctl.adapters.ledger.benchmarks import bench_row
 from deployctl.adapters.ledger.store import Store, placeholders
-from deployctl.judge.noise import AA_PROMOTE, CANDIDATE_RESTARTED, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
 from deployctl.promote.evidence import SECOND_START_ROLE
 from deployctl.promote.records import StoredRestartPair
-
-# What measured a pair's second side, by its benchmark role (the canary's synthetic watch is ``watch``).
-PAIR_SOURCES = {"verify": ROLLBACK_VERIFICATION, "candidate": AA_PROMOTE, "watch": WATCH_AFTER_RESTART,
-                SECOND_START_ROLE: CANDIDATE_RESTARTED}
 
 
 class RestartPairs(Store):
@@ -25,6 +20,13 @@ class RestartPairs(Store):
         verification, or an A/A promote's candidate (its unit hash the baseline's; the latest of its merged
         rounds) — the candidate's two starts (``_candidate_pairs``) and the canary's ``_watch_pairs``. What ``deployctl.judge.noise.learn_restart`` learns the
         between-restart σ from."""
+        # Here, not at the top: only the judge reads restart pairs, and the ledger opens for every verb without
+        # the judge's noise planning (scipy; benchmarks/cli_startup.py).
+        from deployctl.judge.noise import AA_PROMOTE, CANDIDATE_RESTARTED, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
+
+        # What measured a pair's second side, by its benchmark role (the canary's synthetic watch is ``watch``).
+        sources = {"verify": ROLLBACK_VERIFICATION, "candidate": AA_PROMOTE, "watch": WATCH_AFTER_RESTART,
+                   SECOND_START_ROLE: CANDIDATE_RESTARTED}
         marks = placeholders(exclude_releases)
         rows = self._rows(
             "SELECT b.release_id AS rid, b.id AS before_id, (SELECT a.id FROM benchmarks a WHERE a.release_id = b.release_id"
@@ -40,7 +42,7 @@ class RestartPairs(Store):
         wanted = tuple(i for pair in ids for i in pair)
         by_id = {r["id"]: bench_row(r) for r in self._rows(
             f"SELECT * FROM benchmarks WHERE id IN ({placeholders(wanted)})", wanted)}
-        pairs = [StoredRestartPair(by_id[b], by_id[a], PAIR_SOURCES[by_id[a].role]) for b, a in ids]
+        pairs = [StoredRestartPair(by_id[b], by_id[a], sources[by_id[a].role]) for b, a in ids]
         return sorted(pairs, key=lambda p: (p.after.at, p.after.id or 0))[-limit:]
 
     def _candidate_pairs(self, deployment: str, host: str | None, bench_key: str, exclude_releases: Sequence[int],
