@@ -41,7 +41,7 @@ from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_t
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
-from deployctl.judge.stats import DEFAULT_RESTART, NoiseEstimate, RestartNoise, log_ratio_interval
+from deployctl.judge.stats import DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, log_ratio_interval
 from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
 from deployctl.judge.wording import format_interval, format_pct, signed
 

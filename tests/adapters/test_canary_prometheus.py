@@ -10,7 +10,6 @@ import subprocess
 import time
 import urllib.request
 
-import pytest
 from support.clirun import free_port
 from support.promtool import binary
 from support.users import UserLoad, requests_by_source
