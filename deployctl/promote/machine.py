@@ -227,7 +227,10 @@ def _judge(state: State, outcome: Outcome) -> State:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
     if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
-    budget = f"still inconclusive after {state.bench_round} benchmark round(s)"
+    # Out of rounds while the judge still asks for trials, or no trial left to ask on this start (every unclear
+    # level at max_trials, or a PASS a restart offset could explain): the operator reads which.
+    budget = (f"still inconclusive after {state.bench_round} benchmark round(s)" if outcome.more_trials
+              else "inconclusive with no trial left to ask on this server start")
     if state.limits.keep_when_inconclusive and state.limits.keep:
         return _pass(state, outcome.reasons + (f"{budget}; the policy keeps the candidate",))
     # A bisect trial (``keep`` off) is never passed on an INCONCLUSIVE, whatever the policy keeps: the search

@@ -126,7 +126,7 @@ def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
     )
     assert actions.count("BenchCandidate") == 2
     assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
-    assert any("keeps the baseline" in r for r in state.reasons)
+    assert "still inconclusive after 2 benchmark round(s); the policy keeps the baseline" in state.reasons
 
 
 def test_second_bench_round_carries_the_judges_request():
@@ -149,7 +149,7 @@ def test_a_bisect_trial_is_not_passed_on_an_inconclusive_whatever_the_policy_kee
                            limits=m.Limits(keep=False, keep_when_inconclusive=True))
     assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
     assert actions[-1] == "SecondCandidateStart" and state.phase is m.Phase.ROLLBACK  # decided over starts
-    assert state.reasons[-1] == "still inconclusive after 1 benchmark round(s); a bisect trial: neither passed nor failed"
+    assert state.reasons[-1] == "inconclusive with no trial left to ask on this server start; a bisect trial: neither passed nor failed"
 
 
 def test_rollback_is_retried_then_fails():

@@ -573,5 +573,5 @@ async def test_with_inconclusive_keep_candidate_such_a_pass_is_kept_and_says_so(
     assert out.exit_code == ExitCode.OK and out.state.result is m.Result.KEPT
     assert a.units.calls == ["install_trial", "restart", "keep"]
     assert out.state.reasons[0].endswith("the policy (inconclusive: keep_candidate) keeps the candidate all the same")
-    assert out.state.reasons[-1] == "still inconclusive after 1 benchmark round(s); the policy keeps the candidate"
+    assert out.state.reasons[-1] == "inconclusive with no trial left to ask on this server start; the policy keeps the candidate"
     assert ledger.get(out.release_id).verdict == "INCONCLUSIVE"
