@@ -40,18 +40,18 @@ Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and
 (a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
 history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
 
-Measured (seed 7, main e61a213, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level
-sweep, worst of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught 100.0 %; trial-seconds
-of the fixed design at σ = 3 %: 55.7 / 55.3 / 38.7 / 38.1 % (fresh / fresh + σ / reused / reused + σ; 48.5 %
-over σ = 1, 2, 3 % fresh): the fresh ones MISS the 50 % target (49.7 % before the step over starts, which
-pays C2 + B2 and a restart in the −3 / −5 % cells; 55.5 % without the PASS re-check). −10 % at one level
-only, σ = 3 %: FAIL 73–79 %. One level: −10 % caught 99.4 / 98.0 / 99.5 / 99.1 %, Δ = 0 kept 90.4 / 80.2 /
-91.6 / 84.5 % (99.6 / 98.8 / 99.8 / 99.2 % without the PASS re-check).
-Under the other noises (``--models --targets-only --runs 8000 --check 50``, main e61a213, 207 s wall): a shared
-per-trial shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.10 %, −10 % caught
-≥ 98.0 %); a restart offset of 1 % a start A/A ≤ 0.06 %, −10 % caught 96.0–99.8 %, of 2 % A/A ≤ 0.70 %,
-−10 % caught 87.4–93.0 % on one level (missed), 95.9–97.1 % on the default sweep; 0 disagreements with
-``judge()``, ``over_starts_needed`` and ``judge_over_starts`` in 13 918 runs.
+Measured (seed 7, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level sweep, worst
+of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught 100.0 %; trial-seconds of the fixed
+design at σ = 3 %: 55.6 / 55.1 / 38.5 / 37.9 % (fresh / fresh + σ / reused / reused + σ; 48 % over σ = 1, 2,
+3 % fresh): the fresh ones MISS the 50 % target (49.8 % with no step over starts; the non-robust FAILs alone,
+which the A/A target under a 2 % restart offset needs, already take it to 51–52 %). −10 % at one level only,
+σ = 3 %: FAIL 73–79 %. One level: −10 % caught 99.1 / 97.7 / 99.2 / 98.8 %, Δ = 0 kept 98.4 / 93.3 / 98.6 /
+95.8 %.
+Under the other noises (``--models --targets-only --runs 8000 --check 50``, 206 s wall): a shared per-trial
+shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.10 %, −10 % caught ≥ 97.7 %); a
+restart offset of 1 % a start A/A ≤ 0.06 %, −10 % caught 95.5–99.8 %, of 2 % A/A ≤ 0.68 %, −10 % caught
+86.5–91.6 % on one level (missed), 95.8–96.9 % on the default sweep; 0 disagreements with ``judge()``,
+``over_starts_needed`` and ``judge_over_starts`` in 13 918 runs (8 850 i.i.d.).
 """
 
 from __future__ import annotations
