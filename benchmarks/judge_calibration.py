@@ -20,12 +20,14 @@ spreads of the levels (``judge.pooling``, a far noisier level apart). Then the s
 (``deployctl.judge.starts``): a FAIL or a PASS that is not robust to the restart guard (``pass_robust``:
 twice the limit ruled out on the sweep's mean), or a final INCONCLUSIVE, is decided on the candidate
 restarted in place (C2, its own restart offset) and the restored baseline on its new start (B2),
-``verification_plan``'s trials each; ``--baseline-start-only`` leaves C2 out. Cost =
-every trial run (baseline, confirmation, candidate, and B2 and C2 where the step runs, summed over the
-levels) × ``--trial-s``, against the fixed design of 5 baseline + 5 candidate trials a level — not the
+``verification_plan``'s trials each — on one critical level a third start a side as well (C3 restarted in
+place before the rollback, B3 after B2: ``starts_a_side``); ``--baseline-start-only`` leaves C2 out (and the
+third starts: the design it replaced). Cost = every trial run (baseline, confirmation, candidate, and B2, C2
+(B3, C3) where the step runs, summed over the levels) × ``--trial-s``, against the fixed design of 5 baseline + 5 candidate trials a level — not the
 short verification every rollback runs today (1 trial at ``verify_concurrency``), in either design; the
 "mean" is over the seven Δ of a σ row, equally weighted. ``restarts``: server restarts a promote (the
-candidate's start, a rollback's, C2's); ``verif``: B2 + C2 trials a level, over all runs; ``over``:
+candidate's start, a rollback's, C2's, C3's and B3's); ``verif``: B2 + C2 (+ B3 + C3) trials a level, over all
+runs; ``over``:
 the share of runs decided over starts.
 With several levels a row more puts −10 % at the last level only: what one level's regression costs.
 The decisions are vectorised over the runs with the judge's own boundary and decision functions
@@ -40,18 +42,20 @@ Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and
 (a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
 history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
 
-Measured (seed 7, 8 000 runs a cell; the tables are in docs/judge.md). i.i.d., default 5-level sweep, worst
-of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught 100.0 %; trial-seconds of the fixed
-design at σ = 3 %: 55.6 / 55.1 / 38.5 / 37.9 % (fresh / fresh + σ / reused / reused + σ; 48 % over σ = 1, 2,
-3 % fresh): the fresh ones MISS the 50 % target (49.8 % with no step over starts; the non-robust FAILs alone,
-which the A/A target under a 2 % restart offset needs, already take it to 51–52 %). −10 % at one level only,
-σ = 3 %: FAIL 73–79 %. One level: −10 % caught 99.1 / 97.7 / 99.2 / 98.8 %, Δ = 0 kept 98.4 / 93.3 / 98.6 /
-95.8 %.
-Under the other noises (``--models --targets-only --runs 8000 --check 50``, 206 s wall): a shared per-trial
-shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.10 %, −10 % caught ≥ 97.7 %); a
-restart offset of 1 % a start A/A ≤ 0.06 %, −10 % caught 95.5–99.8 %, of 2 % A/A ≤ 0.68 %, −10 % caught
-86.5–91.6 % on one level (missed), 95.8–96.9 % on the default sweep; 0 disagreements with ``judge()``,
-``over_starts_needed`` and ``judge_over_starts`` in 13 918 runs (8 850 i.i.d.).
+Measured (seed 7, 8 000 runs a cell, three starts a side on one level; the tables are in docs/judge.md).
+i.i.d., default 5-level sweep, worst of σ = 1, 2, 3 %: A/A false fail 0.00 % in all four columns, −10 % caught
+100.0 %; trial-seconds of the fixed design at σ = 3 %: 55.5 / 55.0 / 38.5 / 37.8 % (fresh / fresh + σ / reused
+/ reused + σ; 48 % over σ = 1, 2, 3 % fresh): the fresh ones MISS the 50 % target (49.8 % with no step over
+starts; the non-robust FAILs alone, which the A/A target under a 2 % restart offset needs, already take it to
+51–52 %). −10 % at one level only, σ = 3 %: FAIL 73–78 %. One level: −10 % caught 99.5 / 99.0 / 99.4 / 99.1 %,
+Δ = 0 kept 98.3 / 93.2 / 98.7 / 95.7 %, 109.5 / 96.2 / 68.6 / 75.6 % of the fixed design at σ = 3 % (92.2 /
+73.2 / 51.6 / 54.1 % with two starts a side).
+Under the other noises (``--models --targets-only --runs 8000 --check 50``, 351 s wall on a loaded machine): a
+shared per-trial shock (ρ 0.5, 0.8) and t(3) noise hold both targets in every column (A/A ≤ 0.05 %, −10 % caught
+≥ 98.4 %); a restart offset of 1 % a start A/A ≤ 0.05 %, −10 % caught 98.4–99.8 %, of 2 % A/A ≤ 0.70 %, −10 %
+caught 94.1 / 94.5 / 95.6 / 95.7 % on one level (86.5–91.6 % with two starts a side; the two fresh columns still
+miss: a stage-1 PASS the re-check at the whole ``miss`` lets stand), 95.9–96.9 % on the default sweep; 0
+disagreements with ``judge()``, ``over_starts_needed`` and ``judge_over_starts`` in 13 905 runs (8 843 i.i.d.).
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ from deployctl.judge.reuse import confirm
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.starts import (
     FOCUS_SWEEP, FOCUS_TRIALS, MIN_RESTART_PAIRS, PASS_SHARE, RESTART_BOUND, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS,
-    SWEEP_SHARE, TEST_SHARE,
-    judge_over_starts, over_starts_needed, verification_plan,
+    STARTS, SWEEP_SHARE, TEST_SHARE,
+    critical_levels, judge_over_starts, over_starts_needed, starts_a_side, verification_plan,
 )
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
@@ -380,12 +384,12 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
                                                 prior_df, history, policy, limit_log, bounds, k, c2)
     compared = [i for i in range(min(check, runs))
                 if not _outliers(base[i], nb[i], cand[i], fresh[i], lo)
-                and not any(outlier_indices(list(np.exp(v[:n]))) for x in (verify, again) if x is not None
+                and not any(outlier_indices(list(np.exp(v[:n]))) for x in (*verify, *again)
                             for v, n in zip(x[i], k[i]))]
     mismatches = 0
     for i in compared:
-        real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), np.exp(verify[i]),
-                     np.exp(again[i]) if again is not None else None, levels, policy,
+        real = _real(np.exp(base[i]), nb[i], np.exp(cand[i]), np.exp(fresh[i, :, :hi]), [np.exp(v[i]) for v in verify],
+                     [np.exp(x[i]) for x in again], levels, policy,
                      prior[i] if prior is not None else None, prior_df,
                      history.restart_noise(i) if history is not None else None)
         vectorised = (_CODES[outcome[i]], tuple(used[i]), tuple(nb_fresh[i]), tuple(k[i]) if over[i] else ())
@@ -398,7 +402,10 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
         inconclusive=float(np.mean(outcome == 3)), base_trials=float(cost_base.mean() / L),
         cand_trials=float(used.mean()), at_min=float(np.mean((used == lo).all(axis=1))),
         fallback=float(np.mean(~agree)) if reused else 0.0, over_starts=float(over.mean()),
-        verify_trials=float((over[:, None] * k).mean() * (1 + c2)), restarts=float(1 + np.mean(outcome != 2) + c2 * over.mean()),
+        # The verification's trials count every later start of either side (B2, C2; B3, C3 on one level), and
+        # so do the restarts: the candidate's in place, the restored baseline's in place for B3.
+        verify_trials=float((over[:, None] * k).mean() * (len(verify) + len(again))),
+        restarts=float(1 + np.mean(outcome != 2) + over.mean() * (len(again) + len(verify) - 1)),
         mismatches=mismatches, compared=len(compared), compared_over=int(over[compared].sum()),
     )
 
@@ -545,15 +552,17 @@ def _starts_test(base: list[tuple[np.ndarray, np.ndarray]], cand: list[tuple[np.
 def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outcome: np.ndarray, used: np.ndarray,
                  base: np.ndarray, nb: np.ndarray, cand: np.ndarray, shift: np.ndarray, prior: np.ndarray | None,
                  prior_df: int, history: Learned | None, policy: JudgePolicy, limit_log: float, bounds: Boundaries,
-                 k: np.ndarray, c2: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised.
+                 k: np.ndarray, c2: bool) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """The promote's outcome after deciding over starts (``deployctl.judge.starts``) vectorised; ``starts_a_side``
+    starts a side (3 on one level: C2 and C3 before the rollback, B2 and B3 after it).
 
     A FAIL that ``judge()`` or the test still fails on one start a side with the guard (``_in_force``) in the
     variance is robust, and so is a PASS whose sweep mean rules out twice the limit there (``pass_robust``);
     any other FAIL or PASS and a final INCONCLUSIVE roll back: the candidate restarted in place first (C2, ``c2``), then the
     restored baseline on its new start (B2), ``k`` trials a level (``verification_plan``) each with its own restart
     offset, and ``judge_over_starts`` decides: FAIL or INCONCLUSIVE. Returns (the final outcome code, which
-    runs were decided over starts, the verification B2, the candidate's second start C2 or None).
+    runs were decided over starts, the restored baseline's starts [B2(, B3)], the candidate's later ones [C2(, C3)],
+    empty without ``c2``: the design it replaced, one verification B2 and no third start).
     """
     runs, L = nb.shape
     mb, ssb = _within(base, nb)
@@ -566,10 +575,13 @@ def _over_starts(rng: np.random.Generator, model: NoiseModel, sigma: float, outc
     over = (outcome == 3) | ((outcome == 1) & ~robust) | ((outcome == 2) & ~one_start.rules_out)
     nv = k
     # Drawn to max_trials, the first k[run] used: the cross-check cuts them by the real verification_plan.
-    verify = model.trials(rng, sigma, (runs, L, policy.max_trials))  # the restored baseline on its new start
-    again = model.trials(rng, sigma, (runs, L, policy.max_trials)) + shift if c2 else None  # the candidate restarted
-    fail = _starts_test([(base, nb), (verify, nv)], [(cand, used)] + ([(again, nv)] if c2 else []), prior, prior_df,
-                        history, policy, limit_log, pairs=True).failed
+    verify, again = [], []
+    for _ in range((starts_a_side(L) if c2 else STARTS) - 1):
+        verify.append(model.trials(rng, sigma, (runs, L, policy.max_trials)))  # the restored baseline on a new start
+        if c2:
+            again.append(model.trials(rng, sigma, (runs, L, policy.max_trials)) + shift)  # the candidate restarted
+    fail = _starts_test([(base, nb)] + [(v, nv) for v in verify], [(cand, used)] + [(x, nv) for x in again], prior,
+                        prior_df, history, policy, limit_log, pairs=True).failed
     return np.where(over, np.where(fail, 1, 3), outcome), over, verify, again
 
 
@@ -584,12 +596,13 @@ def _outliers(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndar
     return False
 
 
-def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, verify: np.ndarray,
-          again: np.ndarray | None, levels: tuple[int, ...], policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
+def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, verify: list[np.ndarray],
+          again: list[np.ndarray], levels: tuple[int, ...], policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
           learned_restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The same run through the baseline's rounds, ``judge()`` and, where ``over_starts_needed``, ``judge_over_starts``
-    with the first trials ``verification_plan`` asks of the verification ``verify`` (and of the candidate's second
-    start ``again``): (outcome, candidate trials, fresh baseline size, the verification's trials a level if any)."""
+    with the first trials ``verification_plan`` asks of the restored baseline's starts ``verify`` (and of the
+    candidate's later ones ``again``), as many a side as ``starts_a_side`` asks: (outcome, candidate trials, fresh
+    baseline size, the verification's trials a level if any)."""
     learned = {c: NoiseEstimate(float(prior[j]), prior_df) for j, c in enumerate(levels)} if prior is not None else {}
     restart = learned_restart or DEFAULT_RESTART
     measured = first_stage_trials(policy, levels, learned)
@@ -606,10 +619,11 @@ def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray,
             if over_starts_needed(verdict, baseline, candidate, policy, learned or None, learned_restart):
                 plan = verification_plan(policy, baseline, candidate)
                 k = tuple(plan[c] for c in levels)
-                restored = _result(levels, [list(v[:n]) for v, n in zip(verify, k)])
-                candidates = [candidate] + ([_result(levels, [list(v[:n]) for v, n in zip(again, k)])]
-                                            if again is not None else [])
-                outcome = judge_over_starts([baseline, restored], candidates, policy, learned or None,
+                later = starts_a_side(critical_levels(policy, baseline)) - 1
+                restored = [_result(levels, [list(v[:n]) for v, n in zip(start, k)]) for start in verify[:later]]
+                candidates = [candidate] + [_result(levels, [list(v[:n]) for v, n in zip(start, k)])
+                                            for start in again[:later]]
+                outcome = judge_over_starts([baseline, *restored], candidates, policy, learned or None,
                                             learned_restart).outcome
             return outcome, tuple(n.values()), tuple(measured[c] for c in levels), k
         for c, more in verdict.more_trials.items():

@@ -15,8 +15,8 @@ So stage 1 (``verdict.judge``, unchanged: the learned σ_r or the small default)
 - a FAIL that is not robust, and a final INCONCLUSIVE, roll back as before, and the rollback's
   verification measures the restored baseline on its NEW start (B2) at every critical level
   (``verification_plan``); ``judge_over_starts`` then compares the candidate with the baseline measured
-  on two starts, the restart offset a random effect: the estimate is the candidate's mean minus the mean
-  of the two baseline starts, its variance ``σ_r²·(1/starts_b + 1/starts_c)`` plus the within-run part.
+  on two starts (three a side on a one-level sweep: ``starts_a_side``), the restart offset a random effect:
+  the estimate is the candidate starts' mean minus the mean of the baseline starts, its variance ``σ_r²·(1/starts_b + 1/starts_c)`` plus the within-run part.
 
 The restart part is shared by every level of a start, so the levels' tests are highly correlated: the
 test is on the **sweep** (the mean over the critical levels of the log change), where averaging over the
@@ -84,6 +84,27 @@ FOCUS_TRIALS = 5
 # level beyond the limit, 54.9 % with none), −10 % at one level FAILed 69.2 / 73.0 / 74.4 % (74.4 / 28.9 %),
 # at σ = 2 %: 93.3 / 95.3 / 95.8 % (8000 runs, benchmarks/judge_calibration.py).
 FOCUS_SWEEP = 0.45
+
+# Server starts a side a verdict decided over starts measures: the baseline before (B1) and restored after the
+# rollback (B2), the candidate's first (C1) and restarted in place (C2) — and, on a sweep with exactly one
+# critical level, a third a side (C3: the candidate restarted in place once more before the rollback; B3: the
+# restored baseline restarted in place after B2). One level has no other levels to average a start's offset
+# with, and the selection (C1 happened to be fast or slow) is only halved by a second start: at a 2 % restart
+# offset, one level's −10 % was caught 86.5–91.6 % with two starts a side, 96.2–97.9 % with three (A/A ≤ 0.45 %;
+# 4000 runs a cell, benchmarks/judge_calibration.py --models --targets-only). A sweep of several levels
+# already meets the targets with two.
+STARTS = 2
+STARTS_ONE_LEVEL = 3
+
+
+def starts_a_side(critical_levels: int) -> int:
+    """Server starts a side a verdict decided over starts measures, for a sweep of that many critical levels."""
+    return STARTS_ONE_LEVEL if critical_levels == 1 else STARTS
+
+
+def critical_levels(policy: JudgePolicy, baseline: BenchResult) -> int:
+    """How many of the baseline's levels are critical (what ``starts_a_side`` counts)."""
+    return sum(policy.rule_for(lv.concurrency).role == "critical" for lv in baseline.levels)
 
 
 @dataclass(frozen=True)
@@ -237,7 +258,7 @@ def verification_plan(policy: JudgePolicy, baseline: BenchResult,
                       candidate: BenchResult | None = None) -> dict[int, int]:
     """Levels → trials the rollback's verification measures when over_starts_needed (every critical level).
 
-    The same plan measures the candidate's second start (C2) before the rollback. ``candidate`` (C1), when
+    The same plan measures the candidate's later starts (C2, C3) before the rollback, and B3 after B2. ``candidate`` (C1), when
     given, helps tell whether the levels move together trial by trial (its trials add to the baseline's)."""
     levels = [lv.concurrency for lv in baseline.levels if policy.rule_for(lv.concurrency).role == "critical"]
     each = -(-VERIFICATION_TRIALS // len(levels)) if levels else 0
@@ -272,8 +293,9 @@ def _moves_together(baseline: BenchResult, candidate: BenchResult | None, metric
 def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult | Sequence[BenchResult],
                       policy: JudgePolicy, noise: Mapping[int, NoiseEstimate] | None,
                       restart: RestartNoise | None) -> StartsVerdict:
-    """baselines: [B1 (before), B2 (the verification after the rollback)]; candidate: C1, or [C1, C2] when the
-    candidate was restarted in place before the rollback and measured again (``verification_plan``).
+    """baselines: [B1 (before), B2 (the verification after the rollback), B3 (restarted in place and measured
+    again, where ``starts_a_side`` asks for three)]; candidate: C1, or [C1, C2(, C3)] when the candidate was
+    restarted in place before the rollback and measured again (``verification_plan``).
 
     Per critical level measured on every start, the candidate starts' mean log minus the baseline starts'
     mean, with a variance of ``σ_r²·(1/baseline starts + 1/candidate starts)`` (``restart_in_force``, this

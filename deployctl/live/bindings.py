@@ -18,7 +18,9 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.judge.starts import StartsVerdict, judge_over_starts, over_starts_needed, recheck_pass, verification_plan
+from deployctl.judge.starts import (
+    StartsVerdict, critical_levels, judge_over_starts, over_starts_needed, recheck_pass, starts_a_side, verification_plan,
+)
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.judge.verdict import Verdict
 from deployctl.live.measure import LiveBench
@@ -185,9 +187,10 @@ class LiveJudge:
         # The noise the verdict rests on closes its reasons: printed, stored with the release; the record
         # (``Verdict.to_dict``) carries it as data (``noise``) for --json and the reports.
         in_force = (verdict.noise.describe(),) if verdict.noise is not None else ()
+        plan = self._over_starts_plan(verdict, baseline, candidate, noise, restart)
         return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
-                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict(),
-                           self._over_starts_plan(verdict, baseline, candidate, noise, restart))
+                           tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict(), plan,
+                           starts_a_side(critical_levels(self.policy.judge, baseline)))
 
     def _over_starts_plan(self, verdict: Verdict, baseline: BenchResult, candidate: BenchResult,
                           noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None

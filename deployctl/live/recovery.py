@@ -77,7 +77,7 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
             continue
         evidence = Evidence(baseline=_stored(ledger, release.id, "baseline"),
                             candidate=_stored(ledger, release.id, "candidate"),
-                            candidate_again=_stored(ledger, release.id, SECOND_START_ROLE))
+                            candidate_again=[b.bench for b in ledger.benches(release.id) if b.role == SECOND_START_ROLE])
         runner = Runner(ledger, adapters, plan_for(release), release.id, previous_release_id=release.previous_id,
                         evidence=evidence)
         out = await runner.run(resumed)

@@ -123,7 +123,8 @@ class Runner(BaselineSteps, VerifySteps):
         if self.evidence.gate_failures:
             verdict = "FAIL (startup gate)"
         elif self.evidence.starts is not None:
-            verdict = f"{self.evidence.starts.outcome.value} (over two baseline starts)"
+            starts = m.starts_word(2 + len(self.evidence.verify_again))
+            verdict = f"{self.evidence.starts.outcome.value} (over {starts} baseline starts)"
         self.ledger.finish(self.release_id, result=state.result.value if state.result else "unknown",
                            verdict=verdict, reasons=list(state.reasons))
 
@@ -221,7 +222,7 @@ class Runner(BaselineSteps, VerifySteps):
         stored = Decided(verdict.outcome.value, self.plan.policy.judge.model_dump(mode="json"),
                          {str(c): n.to_dict() for c, n in noise.items()}, verdict.record or _rows_record(verdict))
         self.ledger.record(self.release_id, m.Phase.JUDGE.value, "note", VERDICT_EVENT, stored.to_detail())
-        return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials, verdict.over_starts)
+        return m.Judged(verdict.outcome, verdict.reasons, verdict.more_trials, verdict.over_starts, verdict.starts)
 
     async def _do_CheckOutputs(self, action: m.CheckOutputs) -> m.Outcome:
         reference, floor = self.evidence.outputs_reference, self.evidence.outputs_floor

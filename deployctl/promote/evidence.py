@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # an annotation only: judging over server starts (scipy) is n
     from deployctl.judge.starts import StartsVerdict
 
 
-# The ledger's role of the candidate's second server start (``machine.SecondCandidateStart``).
+# The ledger's role of the candidate's later server starts (``machine.SecondCandidateStart``: C2, C3).
 SECOND_START_ROLE = "candidate-restart"
 
 
@@ -111,6 +111,7 @@ class JudgeResult:
     # restart offset could explain, a PASS it could hide a regression behind (``starts.pass_robust``: then an
     # INCONCLUSIVE), or an INCONCLUSIVE, is then decided over server starts.
     over_starts: tuple[tuple[int, int], ...] = ()
+    starts: int = 2  # server starts a side that decision measures (``starts.starts_a_side``)
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,8 @@ class TrialCount:
     candidate: int
     levels: int
     max_trials: int
-    second_start: int = 0  # the candidate's second server start (C2)
-    verification: int = 0  # the restored baseline's, when the verdict was decided over server starts (B2)
+    second_start: int = 0  # the candidate's later server starts (C2, C3)
+    verification: int = 0  # the restored baseline's, when the verdict was decided over server starts (B2, B3)
 
     @property
     def run(self) -> int:
@@ -190,7 +191,7 @@ class TrialCount:
     def describe(self) -> str:
         parts = ", ".join(f"{name} {n}" for name, n in (
             ("baseline", self.baseline), ("confirmation", self.confirmation), ("candidate", self.candidate),
-            ("candidate's second start", self.second_start), ("verification over starts", self.verification)) if n)
+            ("candidate's later starts", self.second_start), ("verification over starts", self.verification)) if n)
         return (f"trials {self.run} ({parts}) of the {self.fixed} a fixed {self.max_trials} + {self.max_trials} "
                 f"design runs at these {self.levels} levels: {100 * self.run / self.fixed:.0f} %")
 
@@ -209,8 +210,10 @@ class Evidence:
     confirmation_trials: int = 0  # run to check a stored baseline, whether it agreed or not
     fresh_because: tuple[str, ...] = ()  # why no stored baseline was reused
     candidate: BenchResult | None = None
-    candidate_again: BenchResult | None = None  # the candidate's second server start (C2), when asked for
+    # The candidate's later server starts (C2, C3), in order, when asked for; empty: none measured.
+    candidate_again: list[BenchResult] = field(default_factory=list)
     verify: BenchResult | None = None
+    verify_again: list[BenchResult] = field(default_factory=list)  # the restored baseline restarted in place (B3)
     baseline_startup: StartupReport | None = None
     candidate_startup: StartupReport | None = None
     start_failure: StartOutcome | None = None
@@ -241,8 +244,9 @@ class Evidence:
         if self.candidate is None or self.baseline is None:
             return None
         fresh = 0 if self.baseline_reused_from is not None else _trials(self.baseline)
-        again = _trials(self.candidate_again) if self.candidate_again is not None else 0
-        verified = _trials(self.verify) if self.verify is not None and self.starts is not None else 0
+        again = sum(_trials(r) for r in self.candidate_again)
+        verified = (sum(_trials(r) for r in (self.verify, *self.verify_again))
+                    if self.verify is not None and self.starts is not None else 0)
         return TrialCount(fresh, self.confirmation_trials, _trials(self.candidate), len(self.baseline.levels),
                           max_trials, again, verified)
 
@@ -287,8 +291,9 @@ def describe_action(action: m.Action, plan: Plan) -> str:
         m.BenchCandidate: lambda: "benchmark the candidate",
         m.JudgeCandidate: lambda: "judge candidate against baseline",
         m.CheckOutputs: lambda: "output gate: the candidate answers the probe prompts and scores the baseline's answers",
-        m.SecondCandidateStart: lambda: f"restart {name} on the candidate again (a second server start) and "
-                                        "measure every critical level: a slower start could explain its verdict",
+        m.SecondCandidateStart: lambda: f"restart {name} on the candidate again (server start "
+                                        f"{action.start}) and measure every critical level: a slower start could "  # type: ignore[union-attr]
+                                        "explain its verdict",
         m.KeepCandidate: lambda: f"keep {plan.profile}: persist {name}",
         m.RestoreBaseline: lambda: f"roll back: restore the known-good {name} and restart it",
         m.VerifyBaseline: lambda: _verify_words(action),  # type: ignore[arg-type]
@@ -299,8 +304,9 @@ def _verify_words(action: m.VerifyBaseline) -> str:
     if not action.over_starts:
         return "verify the restored baseline (health + short benchmark + drift check)"
     plan = ", ".join(f"C={c} ×{n}" for c, n in action.over_starts)
-    return (f"verify the restored baseline on its new server start ({plan}), then judge the candidate over both "
-            "baseline starts")
+    again = ", restart it in place and measure it again" if action.starts > 2 else ""
+    return (f"verify the restored baseline on its new server start ({plan}){again}, then judge the candidate over "
+            f"{'both' if action.starts == 2 else 'all its'} baseline starts")
 
 
 def _trials(result: BenchResult) -> int:

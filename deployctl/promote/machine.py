@@ -10,8 +10,9 @@
 OUTPUTS (the output gate, ``limits.output_gate``) follows a passing verdict: fast but wrong is never kept;
 with ``limits.output_first`` it runs between STARTUP and BENCH instead (a wrong candidate skips the sweep).
 A FAIL a slower server start could explain, or a final INCONCLUSIVE (``Judged.over_starts``, a plan), is
-decided over server starts: JUDGE → SECOND_START (the candidate restarted in place and measured again) →
-ROLLBACK → VERIFY (the restored baseline measured on its new start) → DONE, rejected or inconclusive.
+decided over server starts: JUDGE → SECOND_START (the candidate restarted in place and measured again; twice,
+C2 and C3, on a one-level sweep) → ROLLBACK → VERIFY (the restored baseline measured on its new start, B2, and
+there restarted in place and measured again, B3) → DONE, rejected or inconclusive.
 
 The plan is made before the machine starts (the ledger records the candidate before the first step);
 ``start(limits, unchanged=…)`` begins where that plan leads: done at once when nothing changes, at
@@ -63,7 +64,7 @@ __all__ = [
     "Failed", "InstallTrial", "Interrupted", "JudgeCandidate",
     "Judged", "KeepCandidate", "Limits", "MeasureBaseline", "Outcome", "OutputsChecked", "Phase", "RestartCandidate", "RestoreBaseline",
     "Result", "RunPreflight", "SecondCandidateStart", "State", "Succeeded", "Verified", "VerifyBaseline", "advance", "next_action",
-    "resume_after_crash", "start",
+    "resume_after_crash", "start", "starts_word",
 ]
 
 
@@ -77,10 +78,10 @@ _ACTIONS = {
     Phase.BENCH: lambda s: BenchCandidate(round=s.bench_round, more_trials=s.more_trials),
     Phase.JUDGE: lambda s: JudgeCandidate(),
     Phase.OUTPUTS: lambda s: CheckOutputs(),
-    Phase.SECOND_START: lambda s: SecondCandidateStart(over_starts=s.over_starts),
+    Phase.SECOND_START: lambda s: SecondCandidateStart(over_starts=s.over_starts, start=s.candidate_starts + 1),
     Phase.KEEP: lambda s: KeepCandidate(),
     Phase.ROLLBACK: lambda s: RestoreBaseline(attempt=s.rollback_attempt),
-    Phase.VERIFY: lambda s: VerifyBaseline(over_starts=s.over_starts),
+    Phase.VERIFY: lambda s: VerifyBaseline(over_starts=s.over_starts, starts=s.starts if s.over_starts else 2),
 }
 
 
@@ -122,7 +123,8 @@ def resume_after_crash(state: State, reason: str) -> State:
         # The verdict was PASS and keeping is idempotent: finish what was started.
         return replace(state, reasons=state.reasons + (reason,))
     if state.phase in (Phase.SECOND_START, Phase.ROLLBACK, Phase.VERIFY):
-        # The verdict was reached (and the plan to decide it over starts stands): roll back and verify it.
+        # The verdict was reached (and the plan to decide it over starts stands): roll back and verify it, over
+        # the candidate's starts measured so far (recovery loads them from the ledger).
         return replace(state, phase=Phase.ROLLBACK, rollback_attempt=0, reasons=state.reasons + (reason,))
     return _interrupted(state, reason)
 
@@ -149,7 +151,7 @@ def _interrupted(state: State, reason: str) -> State:
         # Already on the way back to the known-good: finishing that is what an abort asks for.
         return replace(state, reasons=state.reasons + (reason,))
     if state.phase is Phase.SECOND_START:
-        # The verdict stands; the candidate's second start is cut short, so it is decided on its first.
+        # The verdict stands; the candidate's start under way is cut short: decided on the ones measured.
         return replace(state, phase=Phase.ROLLBACK, rollback_attempt=0, reasons=state.reasons + (reason,))
     if state.touched:
         return _rollback(state, Result.ABORTED, (reason,))
@@ -220,7 +222,7 @@ def _judge(state: State, outcome: Outcome) -> State:
     if verdict is Verdict.PASS:
         return _pass(state, outcome.reasons)
     if verdict is Verdict.FAIL:
-        return _second_start(_reject(state, outcome.reasons), outcome.over_starts)
+        return _second_start(_reject(state, outcome.reasons), outcome.over_starts, outcome.starts)
     if verdict is Verdict.INVALID:
         return _reject(state, outcome.reasons)
     if verdict is not Verdict.INCONCLUSIVE:
@@ -237,24 +239,27 @@ def _judge(state: State, outcome: Outcome) -> State:
     # would clear the changes it tried on no evidence.
     then = "the policy keeps the baseline" if state.limits.keep else "a bisect trial: neither passed nor failed"
     kept = _rollback(state, Result.INCONCLUSIVE, outcome.reasons + (f"{budget}; {then}",))
-    return _second_start(kept, outcome.over_starts)
+    return _second_start(kept, outcome.over_starts, outcome.starts)
 
 
-def _second_start(rolling_back: State, plan: tuple[tuple[int, int], ...]) -> State:
+def _second_start(rolling_back: State, plan: tuple[tuple[int, int], ...], starts: int) -> State:
     """A rollback on a verdict to decide over server starts begins with the candidate's second start."""
     if not plan:
         return rolling_back
-    return replace(rolling_back, phase=Phase.SECOND_START, over_starts=plan)
+    return replace(rolling_back, phase=Phase.SECOND_START, over_starts=plan, starts=starts, candidate_starts=1)
 
 
 def _candidate_again(state: State, outcome: Outcome) -> State:
-    """The candidate's second start: measured → roll back (the verification measures the same plan); not
-    back up, or not serving → rejected on its own failure, and nothing left to decide over starts."""
+    """The candidate's next start: measured → the next one, or, once it has its ``starts``, roll back (the
+    verification measures the same plan); not back up, or not serving (on C2 or C3) → rejected on its own
+    failure, and nothing left to decide over starts."""
     _expect(outcome, Succeeded, Failed, phase=state.phase)
     if isinstance(outcome, Failed):
         return replace(state, phase=Phase.ROLLBACK, result=Result.REJECTED, over_starts=(),
                        reasons=state.reasons + outcome.reasons)
-    return replace(state, phase=Phase.ROLLBACK, done=state.done + outcome.notes)
+    measured = state.candidate_starts + 1
+    return replace(state, phase=Phase.SECOND_START if measured < state.starts else Phase.ROLLBACK,
+                   candidate_starts=measured, done=state.done + outcome.notes)
 
 
 def _startup(state: State, outcome: Outcome) -> State:
@@ -332,24 +337,32 @@ def _verify(state: State, outcome: Outcome) -> State:
 
 
 def _over_starts(state: State, outcome: Verified, starts: Verdict) -> State:
-    """The rolled-back verdict decided over server starts: the baseline's two (before the promote, after the
-    rollback), the candidate's one or two (its second start before the rollback).
+    """The rolled-back verdict decided over server starts: the baseline's two or three (before the promote,
+    after the rollback, restarted in place there), the candidate's one to three (restarted before the rollback).
 
     A FAIL over both starts rejects (a stage-1 INCONCLUSIVE too: more evidence decided it), unless the
     restored baseline drifted beyond the limit: the environment may then explain it. Anything else is
     INCONCLUSIVE: never rejected on a FAIL that a slower server start could explain."""
     done = replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
+    n = outcome.baseline_starts
     if starts is Verdict.FAIL and not outcome.drift:
         return replace(done, result=Result.REJECTED, reasons=done.reasons + (
-            "rejected: worse beyond the limit against the baseline on both of its server starts",))
+            "rejected: worse beyond the limit against the baseline on "
+            + ("both of its server starts" if n == 2 else f"all {starts_word(n)} of its server starts"),))
     if starts is Verdict.FAIL:
         why = ("inconclusive, not rejected: the restored baseline drifted beyond the limit, so the environment "
                "may explain the candidate's result; run it again when the host is steady")
     elif state.result is Result.REJECTED:
-        why = "inconclusive, not rejected: a slower server start could explain the FAIL (judged over two baseline starts)"
+        why = ("inconclusive, not rejected: a slower server start could explain the FAIL (judged over "
+               f"{starts_word(n)} baseline starts)")
     else:
-        why = "still inconclusive over two baseline starts: the baseline was kept"
+        why = f"still inconclusive over {starts_word(n)} baseline starts: the baseline was kept"
     return replace(done, result=Result.INCONCLUSIVE, reasons=done.reasons + (why,))
+
+
+def starts_word(n: int) -> str:
+    """2 → "two": how the operator's lines count server starts."""
+    return {1: "one", 2: "two", 3: "three"}.get(n, str(n))
 
 
 _STEPS: dict[Phase, Step] = {

@@ -194,7 +194,7 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
         lines.append(f"verdict: {ev.judge.outcome.value}")
     if ev.starts is not None:
         # the reasons below say what decided it and the restart σ it allowed for
-        starts = "its two" if ev.candidate_again is not None else "its first only"
+        starts = f"its {m.starts_word(1 + len(ev.candidate_again))}" if ev.candidate_again else "its first only"
         lines.append(f"verdict over server starts (the baseline's before the promote and after the rollback, the "
                      f"candidate's {starts}): {ev.starts.outcome.value}")
     if ev.output is not None:

@@ -22,7 +22,7 @@ class Phase(str, Enum):
     BENCH = "BENCH"
     JUDGE = "JUDGE"
     OUTPUTS = "OUTPUTS"
-    SECOND_START = "SECOND_START"  # the candidate restarted in place and measured again (C2), before the rollback
+    SECOND_START = "SECOND_START"  # the candidate restarted in place and measured again (C2, C3), before the rollback
     KEEP = "KEEP"
     ROLLBACK = "ROLLBACK"
     VERIFY = "VERIFY"
@@ -100,6 +100,11 @@ class State:
     # The verdict is decided over server starts: the candidate's second start and the rollback's verification
     # measure this plan (concurrency, trials).
     over_starts: tuple[tuple[int, int], ...] = ()
+    # Server starts a side that decision measures (``judge.starts.starts_a_side``: 3 on a one-level sweep), and
+    # the candidate's starts measured so far (its first, C1, then each SECOND_START). A state saved before
+    # these existed decides over two starts a side, as it did then.
+    starts: int = 2
+    candidate_starts: int = 1
 
     @property
     def terminal(self) -> bool:
@@ -136,4 +141,6 @@ class State:
             fresh_baseline=bool(data.get("fresh_baseline", False)),
             reused_from=int(data["reused_from"]) if data.get("reused_from") is not None else None,
             over_starts=tuple((int(c), int(n)) for c, n in data.get("over_starts", ())),
+            starts=int(data.get("starts", 2)),
+            candidate_starts=int(data.get("candidate_starts", 1)),
         )

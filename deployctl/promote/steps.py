@@ -62,10 +62,12 @@ class CheckOutputs:
 
 @dataclass(frozen=True)
 class SecondCandidateStart:
-    """Restart the candidate in place (a second server start, C2) and measure ``over_starts`` on it, before the
-    rollback: the verdict is then decided over the candidate's two starts and the baseline's two."""
+    """Restart the candidate in place (a new server start: C2, then C3 where three starts a side are asked) and
+    measure ``over_starts`` on it, before the rollback: the verdict is then decided over the candidate's starts
+    and the baseline's. ``start``: which of the candidate's starts this is (2 or 3)."""
 
     over_starts: tuple[tuple[int, int], ...]
+    start: int = 2
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,12 @@ class RestoreBaseline:
 class VerifyBaseline:
     """Health, a benchmark of the restored baseline on its new server start, the drift check. ``over_starts``:
     (concurrency, trials) to measure instead of one trial at ``verify_concurrency``, and then decide the
-    judged verdict over the server starts (a FAIL a slow server start could explain, or INCONCLUSIVE)."""
+    judged verdict over the server starts (a FAIL a slow server start could explain, or INCONCLUSIVE).
+    ``starts``: the baseline's starts a side that decision asks for; 3: after B2 the restored unit is restarted
+    in place and measured again on the same plan (B3)."""
 
     over_starts: tuple[tuple[int, int], ...] = ()
+    starts: int = 2
 
 
 Action = Union[
@@ -135,6 +140,7 @@ class Judged:
     # is to be decided over server starts (``deployctl.judge.starts``): a FAIL that a restart offset could
     # explain, an INCONCLUSIVE (a PASS that is not robust to it comes as one: ``starts.recheck_pass``).
     over_starts: tuple[tuple[int, int], ...] = ()
+    starts: int = 2  # server starts a side that decision measures (``judge.starts.starts_a_side``)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ class Verified:
     reasons: tuple[str, ...] = ()
     in_doubt: bool = False  # the drift may explain the judged verdict (A-B-A): the result is inconclusive
     starts: Verdict | None = None  # the verdict over server starts (FAIL or INCONCLUSIVE), when asked for
+    baseline_starts: int = 2  # the baseline's starts that verdict was judged over (B1, B2, and B3 if measured)
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,23 @@ def test_restart_pairs_are_one_unit_on_two_starts_oldest_first(ledger, clock):
     assert ledger.restart_pairs(deployment="glm5", host="h", bench_key="other", exclude_releases=()) == []
 
 
+def test_three_starts_a_side_still_make_one_restart_pair_a_role_a_release(ledger, clock):
+    """A one-level verdict decided over three starts a side (C1, C2, C3; B1, B2, B3): the candidate's pair is C1
+    with its first restart (C2), the baseline's B1 with the latest verification (B3): never two pairs sharing a
+    start, whose offset would then count twice as if independent."""
+    rid = _begin(ledger)
+    rows = {}
+    for role, unit, key in (("baseline", "u", "k"), ("candidate", "v", "k"),
+                            ("candidate-restart", "v", "candidate-restart:[8]"),
+                            ("candidate-restart", "v", "candidate-restart:[8]:start 3"),
+                            ("verify", "u", "verify:[8]"), ("verify", "u", "verify:[8]:start 3")):
+        clock.now += 1
+        rows.setdefault(role, []).append(ledger.save_bench(rid, role, NO_LEVELS, unit_hash=unit, bench_key=key, host="h"))
+    found = ledger.restart_pairs(deployment="glm5", host="h", bench_key="k", exclude_releases=())
+    assert [(p.before.id, p.after.id) for p in found] == [
+        (rows["candidate"][0], rows["candidate-restart"][0]), (rows["baseline"][0], rows["verify"][1])]
+
+
 def _watch(ledger, clock, live, start, reference, *, key="k", host="h"):
     """A synthetic canary watch of ``live`` on ``start`` against the row ``reference``, noted as the canary notes it."""
     clock.now += 1

@@ -282,10 +282,11 @@ def test_a_candidate_whose_speed_swings_is_inconclusive_exit_11_and_the_baseline
     out = world.cli.json("promote", "unsteady", "-d", "glm5-sim", "--skip-preflight", expect=ExitCode.INCONCLUSIVE)
     assert out["result"] == "inconclusive" and out["verdict"] == "INCONCLUSIVE", out
 
-    # a final INCONCLUSIVE is decided over server starts too (deployctl.judge.starts): still inconclusive
+    # a final INCONCLUSIVE is decided over server starts too (deployctl.judge.starts; one critical level: three
+    # starts a side): still inconclusive
     assert out["starts"]["outcome"] == "INCONCLUSIVE", out
     release = world.release(out["release"])
-    assert release["result"] == "inconclusive" and release["verdict"] == "INCONCLUSIVE (over two baseline starts)"
+    assert release["result"] == "inconclusive" and release["verdict"] == "INCONCLUSIVE (over three baseline starts)"
     assert release["finished_at"] is not None and release["live"] == 0
     reasons = " ".join(json.loads(release["reasons_json"]))
     assert "max_trials 3 reached" in reasons and "the policy keeps the baseline" in reasons, reasons

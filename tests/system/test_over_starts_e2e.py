@@ -8,6 +8,7 @@ One deployment (the demo's GLM-5 on the fast simulator, the small policy of supp
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -47,6 +48,9 @@ def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     data = one_deployment(DEP, PROFILES, {"bench": BENCH, "judge": JUDGE, "dead_man_check_s": 600})
     quick = {**data, "policy": {**data["policy"], "bench": TWO_WAVES_POLICY["bench"]}}
     (root / "quick.yaml").write_text(yaml.safe_dump(quick))
+    # One critical level (C=8; C=2 advisory): a verdict decided over starts measures three starts a side.
+    one = {**quick, "policy": {**quick["policy"], "judge": {**JUDGE, "levels": {2: {"role": "advisory"}}}}}
+    (root / "one-level.yaml").write_text(yaml.safe_dump(one))
     yield from one_deployment_site(sandbox, root, data, DEP)
 
 
@@ -159,3 +163,28 @@ def test_a_pass_on_one_start_a_side_is_not_kept_where_a_restart_offset_could_hid
     # stage 1 on the steady simulator passes it; a hiccup of the shared cores may leave it unclear instead
     assert out["reasons"][0].startswith(("INCONCLUSIVE: PASS on one server start a side, but a restart offset of up "
                                          "to 2.0 % a start (guard: ", "INCONCLUSIVE: C=")), out["reasons"]
+
+
+def test_a_one_level_verdict_over_starts_measures_three_starts_a_side(world):
+    """``promote neutral`` at the 1.5 % limit with one critical level (one-level.yaml): no stage-1 PASS stands
+    there either, and with one level there is nothing to average a start's offset over, so the candidate is
+    restarted in place twice (C2, C3), rolled back, and the restored baseline measured on its new start and
+    once more after a restart in place (B2, B3) — each its own ledger row — before the verdict over starts."""
+    cli, dep = world
+    cli = Cli(cli.box, cli.inventory.with_name("one-level.yaml"), cli.state_dir)
+    done = cli("promote", "neutral", "-d", DEP, "--skip-output-gate", "--json")
+    out = json.loads(done.stdout)
+    shown = cli.json("show", str(out["release"]))
+    # exit 10 or 11 as the evidence over the starts says (a neutral candidate: almost always 11)
+    starts = shown["decided"]["starts"]["outcome"]
+    assert (done.returncode, out["result"]) == ((ExitCode.REJECTED, "rejected") if starts == "FAIL"
+                                                else (ExitCode.INCONCLUSIVE, "inconclusive")), (starts, out)
+    roles = [b["role"] for b in shown["benchmarks"]]
+    assert roles.count("candidate-restart") == 2 and roles.count("verify") == 2, roles
+    later = [(b["role"], b["bench_key"]) for b in shown["benchmarks"] if b["role"] in ("candidate-restart", "verify")]
+    assert len(set(later)) == 4, later  # no start's row stands for another's
+    assert all(_trials({"benchmarks": [b]}, b["role"]).keys() == {8} for b in shown["benchmarks"]
+               if b["role"] in ("candidate-restart", "verify"))
+    assert shown["verdict"].endswith("(over three baseline starts)"), shown["verdict"]
+    assert any("against the baseline on 3 server starts, the candidate on 3" in r for r in shown["reasons"]), shown["reasons"]
+    assert installed_profile(cli.box, dep["unit"]) == "baseline" and healthy(dep["port"])

@@ -382,3 +382,65 @@ def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_
     assert state.result is m.Result.REJECTED and state.over_starts == ()
     assert m.next_action(state) == m.VerifyBaseline()  # nothing left to decide over starts: the plain check
     assert "the candidate did not come back on its second start (crashed)" in state.reasons
+
+
+# --- three starts a side: a one-level sweep (``judge.starts.starts_a_side``) ----------------------
+
+ONE = ((64, 5),)
+
+
+def test_a_one_level_plan_restarts_the_candidate_twice_and_asks_the_verification_for_a_third_baseline_start():
+    judged = m.Judged(Verdict.FAIL, ("C=64: −7 %",), over_starts=ONE, starts=3)
+    state, actions = drive(HAPPY_PREFIX + [judged, OK, OK, OK])
+    assert actions[-4:] == ["JudgeCandidate", "SecondCandidateStart", "SecondCandidateStart", "RestoreBaseline"]
+    assert state.phase is m.Phase.VERIFY and state.candidate_starts == 3
+    assert m.next_action(state) == m.VerifyBaseline(over_starts=ONE, starts=3)
+    done = m.advance(state, m.Verified(True, reasons=("over starts: …",), starts=Verdict.FAIL, baseline_starts=3))
+    assert done.result is m.Result.REJECTED
+    assert done.reasons[-1] == "rejected: worse beyond the limit against the baseline on all three of its server starts"
+    inconclusive = m.advance(state, m.Verified(True, starts=Verdict.INCONCLUSIVE, baseline_starts=2))
+    assert inconclusive.reasons[-1] == ("inconclusive, not rejected: a slower server start could explain the FAIL "
+                                        "(judged over two baseline starts)")  # B3 not measured: says two
+
+
+def test_each_of_the_candidate_s_later_starts_is_asked_by_its_number():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3)],
+                     limits=m.Limits(bench_rounds=1))
+    assert m.next_action(state) == m.SecondCandidateStart(over_starts=ONE, start=2)
+    state = m.advance(state, OK)
+    assert state.phase is m.Phase.SECOND_START and m.next_action(state) == m.SecondCandidateStart(over_starts=ONE, start=3)
+
+
+def test_an_abort_on_the_candidate_s_third_start_rolls_back_keeping_what_was_measured():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3), OK],
+                     limits=m.Limits(bench_rounds=1))
+    aborted = m.advance(state, m.Interrupted("aborted by the operator"))
+    assert aborted.phase is m.Phase.ROLLBACK and aborted.result is m.Result.INCONCLUSIVE
+    assert aborted.over_starts == ONE and aborted.candidate_starts == 2
+    assert m.next_action(m.advance(aborted, OK)) == m.VerifyBaseline(over_starts=ONE, starts=3)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3], ids=["after-C2", "in-the-rollback", "in-the-verification"])
+def test_a_controller_killed_on_three_starts_a_side_resumes_at_the_rollback_and_still_asks_for_b3(steps):
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=ONE, starts=3)] + [OK] * steps)
+    resumed = m.resume_after_crash(m.State.from_dict(json.loads(json.dumps(state.to_dict()))), "the controller died")
+    assert resumed.phase is m.Phase.ROLLBACK and resumed.result is m.Result.REJECTED
+    assert m.next_action(m.advance(resumed, OK)) == m.VerifyBaseline(over_starts=ONE, starts=3)
+
+
+def test_a_candidate_that_does_not_come_back_on_its_third_start_is_rejected_on_that():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3), OK,
+                                     m.Failed(("the candidate did not come back on a third server start (crashed)",)), OK],
+                     limits=m.Limits(bench_rounds=1))
+    assert state.result is m.Result.REJECTED and state.over_starts == ()
+    assert m.next_action(state) == m.VerifyBaseline()
+
+
+def test_a_state_saved_before_three_starts_existed_decides_over_two_as_then():
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=PLAN)])
+    old = {k: v for k, v in state.to_dict().items() if k not in ("starts", "candidate_starts")}
+    loaded = m.State.from_dict(json.loads(json.dumps(old)))
+    assert loaded == state and loaded.phase is m.Phase.SECOND_START
+    after = m.advance(loaded, OK)
+    assert after.phase is m.Phase.ROLLBACK
+    assert m.next_action(m.advance(after, OK)) == m.VerifyBaseline(over_starts=PLAN)

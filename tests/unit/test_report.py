@@ -104,8 +104,8 @@ def test_a_verdict_over_server_starts_counts_the_second_starts_trials():
     # C1 3 a level and B1 2 at two levels; C2 and the verification over starts 2 at one critical level each.
     over = StartsVerdict(Outcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
     decided = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3),
-                       candidate_again=bench({64: 1.0}, trials=2), verify=bench({64: 1.0}, trials=2), starts=over)
-    assert "trials 14 (baseline 4, candidate 6, candidate's second start 2, verification over starts 2) of the 20" \
+                       candidate_again=[bench({64: 1.0}, trials=2)], verify=bench({64: 1.0}, trials=2), starts=over)
+    assert "trials 14 (baseline 4, candidate 6, candidate's later starts 2, verification over starts 2) of the 20" \
         in "\n".join(outcome_lines(decided))
     assert outcome_json(decided)["benchmark"]["trials"] == {"baseline": 4, "confirmation": 0, "candidate": 6,
                                                             "second_start": 2, "verification": 2, "fixed_design": 20}

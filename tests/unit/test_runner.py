@@ -476,7 +476,7 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
     # only says whether the baseline moved (no A-B-A reading beside it: one story).
     (before, after), (c1, c2) = judge.starts_asked[0]
     assert (before, after) == (out.evidence.baseline, out.evidence.verify)
-    assert (c1, c2) == (out.evidence.candidate, out.evidence.candidate_again)
+    assert [c1, c2] == [out.evidence.candidate, *out.evidence.candidate_again]
     assert judge.drift_asked == [(None, None)]
     assert "a restart offset of up to 6 % could explain it" in out.state.reasons
     # the terminal report and --json say it
@@ -530,6 +530,57 @@ async def test_a_candidate_that_does_not_come_back_on_its_second_start_is_reject
     assert ledger.get(out.release_id).verdict == "FAIL"
 
 
+ONE_LEVEL = ((64, 5),)
+
+
+def _three_starts_world(crash_on: int):
+    """A one-level FAIL to decide over three starts a side; the ``crash_on``-th restart of the unit (counting
+    the candidate's first as 1) comes back crashed, whatever it runs."""
+    judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=ONE_LEVEL, starts=3)],
+                      starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 2 % could explain it"))
+    b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1400}), bench({64: 1410}, trials=5),
+                   bench({64: 1405}, trials=5), bench({64: 1500}, trials=5), bench({64: 1495}, trials=5)])
+
+    class CrashesOnce(FakeUnits):
+        async def restart_and_wait(self, name, timeout_s, *, fresh_start=False):
+            if self.calls.count("restart") + 1 == crash_on and not fresh_start:
+                self.calls.append("restart")
+                return StartOutcome(False, "crashed", "exit status 1")
+            return await super().restart_and_wait(name, timeout_s, fresh_start=fresh_start)
+
+    a = adapters(judge=judge, bench_=b)
+    a.units = CrashesOnce()
+    return a, judge, b
+
+
+async def test_a_candidate_that_does_not_come_back_on_its_third_start_is_rejected_on_that(ledger):
+    a, judge, _ = _three_starts_world(crash_on=3)  # C1, C2, then C3 crashes
+    out, prev, _ = await _run(ledger, a)
+    assert out.exit_code == ExitCode.REJECTED and judge.starts_asked == []
+    assert "the candidate did not come back on a third server start (crashed): exit status 1" in out.state.reasons
+    assert a.units.calls == ["install_trial", "restart", "restart", "restart", "restore", "restart"]
+    assert [x.role for x in ledger.benches(out.release_id)] == ["baseline", "candidate", "candidate-restart", "verify"]
+    assert ledger.get(out.release_id).verdict == "FAIL" and ledger.live_release("qwen").id == prev
+
+
+async def test_a_restored_baseline_that_does_not_come_back_on_its_third_start_is_judged_on_two_and_says_so(ledger):
+    a, judge, b = _three_starts_world(crash_on=5)  # C1, C2, C3, the rollback (B2), then B3's restart crashes
+    out, prev, _ = await _run(ledger, a)
+    # Not worse than two starts a side: a fresh start brings the known-good unit back, the verdict over starts is
+    # judged on B1, B2 and the candidate's three, and the operator reads why.
+    assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.phase is m.Phase.DONE
+    assert a.units.calls == ["install_trial", "restart", "restart", "restart", "restore", "restart", "restart", "restart"]
+    assert a.units.fresh[-1] is True and a.units.running[plan().unit_name]
+    (baselines, candidates), = judge.starts_asked
+    assert len(baselines) == 2 and len(candidates) == 3 and len(b.results) == 1  # B3 never measured
+    assert any(r.startswith("judged on two baseline starts: the restored baseline did not come back on a third "
+                            "server start (crashed: exit status 1)") for r in out.state.reasons), out.state.reasons
+    assert out.state.reasons[-1] == ("inconclusive, not rejected: a slower server start could explain the FAIL "
+                                     "(judged over two baseline starts)")
+    assert ledger.get(out.release_id).verdict == "INCONCLUSIVE (over two baseline starts)"
+    assert ledger.live_release("qwen").id == prev
+
+
 async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(ledger):
     judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −30 %",))])
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1050}), bench({1: 120})])
@@ -541,25 +592,34 @@ async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(
 
 async def test_a_pass_a_restart_offset_could_explain_is_rolled_back_and_decided_over_starts(ledger):
     # The real judge: −5 % at the one critical level passes stage 1 on one start a side, but a 2 % restart
-    # offset a start could hide −9.8 % behind it: never kept; C2, the rollback, B2, and over two starts a side
-    # it stays INCONCLUSIVE (exit 11).
+    # offset a start could hide −9.8 % behind it: never kept. One critical level: three starts a side — C2, C3,
+    # the rollback, B2, B3 — and over them it stays INCONCLUSIVE (exit 11).
     policy = plan().policy.model_copy(update={"judge": JudgePolicy(levels={1: LevelRule(role="advisory")})})
     p = plan(policy=policy)
     b = FakeBench([bench({1: 120, 64: 1500}, trials=5, spread=0.02), bench({1: 120, 64: 1425}, trials=5, spread=0.02),
-                   bench({1: 120, 64: 1420}, trials=5, spread=0.02), bench({1: 120, 64: 1500}, trials=5, spread=0.02)])
+                   bench({1: 120, 64: 1420}, trials=5, spread=0.02), bench({1: 120, 64: 1430}, trials=5, spread=0.02),
+                   bench({1: 120, 64: 1500}, trials=5, spread=0.02), bench({1: 120, 64: 1490}, trials=5, spread=0.02)])
     a = adapters(judge=LiveJudge(policy), bench_=b)
     out, prev, _ = await _run(ledger, a, p=p)
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.state.result is m.Result.INCONCLUSIVE
-    assert a.units.calls == ["install_trial", "restart", "restart", "restore", "restart"]  # C2, rollback, B2
-    assert b.calls[-2:] == [([64], {64: 5})] * 2
+    # C2, C3 (restarted in place), the rollback, B2, B3 (restarted in place)
+    assert a.units.calls == ["install_trial", "restart", "restart", "restart", "restore", "restart", "restart"]
+    assert b.calls[-4:] == [([64], {64: 5})] * 4 and not b.results
     assert ledger.live_release("qwen").id == prev  # the baseline runs
     release = ledger.get(out.release_id)
-    assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over two baseline starts)"
-    assert [x.role for x in ledger.benches(out.release_id)] == ["baseline", "candidate", "candidate-restart", "verify"]
+    assert release.result == "inconclusive" and release.verdict == "INCONCLUSIVE (over three baseline starts)"
+    benches = ledger.benches(out.release_id)
+    assert [x.role for x in benches] == ["baseline", "candidate", "candidate-restart", "candidate-restart", "verify",
+                                         "verify"]
+    assert len({(x.role, x.bench_key) for x in benches}) == 6  # no start's row stands for another's
+    assert [x.bench for x in benches[2:4]] == out.evidence.candidate_again
+    assert [x.bench for x in benches[4:]] == [out.evidence.verify, *out.evidence.verify_again]
+    assert any(r.startswith("INCONCLUSIVE over server starts: C=64 ") and "against the baseline on 3 server starts, "
+               "the candidate on 3" in r for r in out.state.reasons), out.state.reasons
     assert out.state.reasons[0].startswith("INCONCLUSIVE: PASS on one server start a side, but a restart offset of up "
                                            "to 2.0 % a start (guard: ")
     assert out.state.reasons[0].endswith("could hide a regression of twice the limit (−9.8 %): decided over server starts")
-    assert out.state.reasons[-1] == "still inconclusive over two baseline starts: the baseline was kept"
+    assert out.state.reasons[-1] == "still inconclusive over three baseline starts: the baseline was kept"
     assert outcome_json(out)["verdict"] == "INCONCLUSIVE" and decided(ledger.events(out.release_id)).outcome == "INCONCLUSIVE"
     assert "verdict: INCONCLUSIVE" in outcome_lines(out)
 

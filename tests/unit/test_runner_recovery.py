@@ -117,3 +117,27 @@ async def test_death_while_deciding_over_starts_measures_and_decides_it_again(le
     release = ledger.get(rid)
     assert done[0].rolled_back and release.result == "inconclusive" and said in release.reasons
     assert release.verdict == "INCONCLUSIVE (over two baseline starts)"
+
+
+async def test_death_after_the_candidate_s_second_of_three_starts_resumes_with_both_and_measures_b2_and_b3(ledger):
+    """A one-level verdict decided over three starts a side, killed in SECOND_START after C2 was stored (C3 under
+    way): the next command rolls back, measures B2, restarts the restored unit in place and measures B3, and
+    judges the candidate's C1 and C2, in order, from the ledger."""
+    plan_ = ((1, 2),)
+    _, rid = _dead_promote(ledger, m.Phase.SECOND_START, result=m.Result.REJECTED)
+    ledger.save_state(rid, m.State(phase=m.Phase.SECOND_START, result=m.Result.REJECTED, over_starts=plan_, starts=3,
+                                   candidate_starts=2).to_dict())
+    ledger.save_bench(rid, "candidate", bench({1: 112.0}), unit_hash=plan().candidate_hash, bench_key="k")
+    ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
+    said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
+    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    b = FakeBench([bench({1: 121.0}), bench({1: 122.0})])
+    a = adapters(bench_=b, judge=judge)
+    done = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
+    assert b.calls == [([1], {1: 2})] * 2 and a.units.calls == ["restore", "restart", "restart"]
+    (before, *after), candidates = judge.starts_asked[0]
+    assert [x.level(1).trials[0].output_tok_s for x in (before, *after)] == [120.0, 121.0, 122.0]
+    assert [c.level(1).trials[0].output_tok_s for c in candidates] == [112.0, 113.0]
+    release = ledger.get(rid)
+    assert done[0].rolled_back and release.verdict == "INCONCLUSIVE (over three baseline starts)"
+    assert [x.role for x in ledger.benches(rid)][-2:] == ["verify", "verify"]

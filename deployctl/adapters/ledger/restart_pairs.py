@@ -19,7 +19,12 @@ class RestartPairs(Store):
         release, its fresh baseline and then, after a restart, the same unit again — the rollback's
         verification, or an A/A promote's candidate (its unit hash the baseline's; the latest of its merged
         rounds) — the candidate's two starts (``_candidate_pairs``) and the canary's ``_watch_pairs``. What ``deployctl.judge.noise.learn_restart`` learns the
-        between-restart σ from."""
+        between-restart σ from.
+
+        At most one pair per role per release, also where a verdict decided over starts measured three starts a
+        side (``judge.starts.starts_a_side``): the baseline's is B1 with the latest verification (B3 where it was
+        measured, else B2), the candidate's C1 with its first restart (C2). More pairs of one release would share
+        a start, and count its offset twice as if independent."""
         # Here, not at the top: only the judge reads restart pairs, and the ledger opens for every verb without
         # the judge's noise planning (scipy; benchmarks/cli_startup.py).
         from deployctl.judge.noise import AA_PROMOTE, CANDIDATE_RESTARTED, ROLLBACK_VERIFICATION, WATCH_AFTER_RESTART
@@ -49,7 +54,8 @@ class RestartPairs(Store):
                          limit: int) -> list[tuple[int, int]]:
         """(first start, second start) of each candidate restarted in place to decide over server starts: its
         sweep on the first start (the latest of its merged rounds before the restart) and the plan measured
-        on the second (role ``candidate-restart``), one unit, the same host."""
+        on the second (role ``candidate-restart``; its first such row: a third start, C3, makes no second pair),
+        one unit, the same host."""
         marks = placeholders(exclude_releases)
         rows = self._rows(
             "SELECT (SELECT b.id FROM benchmarks b WHERE b.release_id = a.release_id AND b.role = 'candidate'"
@@ -57,6 +63,7 @@ class RestartPairs(Store):
             "   ORDER BY b.at DESC, b.id DESC LIMIT 1) AS before_id, a.id AS after_id"
             " FROM benchmarks a JOIN releases r ON r.id = a.release_id"
             " WHERE a.role = ? AND r.deployment=? AND a.host IS ?"
+            " AND a.id = (SELECT MIN(x.id) FROM benchmarks x WHERE x.release_id = a.release_id AND x.role = a.role)"
             f" AND a.release_id NOT IN ({marks}) ORDER BY a.at DESC LIMIT ?",
             (bench_key, SECOND_START_ROLE, deployment, host, *exclude_releases, 4 * limit))
         return [(r["before_id"], r["after_id"]) for r in rows if r["before_id"] is not None][:limit]
