@@ -208,7 +208,7 @@ def test_a_one_level_pass_at_minus_five_percent_on_a_brand_new_host_is_decided_o
         "host has 0 restart pair(s), 12 needed to use its own) could hide a regression of twice the limit (−9.8 %): "
         "decided over server starts")
     assert rechecked.reasons[1] == ("C=64 allowing that offset: −4.6 % (95 % CI −11.0 … +2.2 %), limit −5 %; −9.8 % is "
-                                   "not ruled out at 0.05 one-sided")
+                                   "not ruled out at 0.033 one-sided")
     assert rechecked.reasons[2] == "stage 1, one server start a side: PASS: no critical level regressed beyond its limit"
     assert rechecked.to_dict()["outcome"] == "INCONCLUSIVE"
     assert over_starts_needed(rechecked, B1_ONE, c1, POLICY, None, None)
