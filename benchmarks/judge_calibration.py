@@ -618,7 +618,7 @@ def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray,
             if over_starts_needed(verdict, baseline, candidate, policy, learned or None, learned_restart):
                 plan = verification_plan(policy, baseline, candidate)
                 k = tuple(plan[c] for c in levels)
-                later = starts_a_side(critical_levels(policy, baseline)) - 1
+                later = starts_a_side(len(critical_levels(policy, baseline))) - 1
                 restored = [_result(levels, [list(v[:n]) for v, n in zip(start, k)]) for start in verify[:later]]
                 candidates = [candidate] + [_result(levels, [list(v[:n]) for v, n in zip(start, k)])
                                             for start in again[:later]]

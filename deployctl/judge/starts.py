@@ -102,9 +102,10 @@ def starts_a_side(critical_levels: int) -> int:
     return STARTS_ONE_LEVEL if critical_levels == 1 else STARTS
 
 
-def critical_levels(policy: JudgePolicy, baseline: BenchResult) -> int:
-    """How many of the baseline's levels are critical (what ``starts_a_side`` counts)."""
-    return sum(policy.rule_for(lv.concurrency).role == "critical" for lv in baseline.levels)
+def critical_levels(policy: JudgePolicy, baseline: BenchResult) -> list[int]:
+    """The baseline's critical levels, in its order: what the tests over starts compare, the verification
+    measures and ``starts_a_side`` counts."""
+    return [lv.concurrency for lv in baseline.levels if policy.rule_for(lv.concurrency).role == "critical"]
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ def _pass_doubt(baseline: BenchResult, candidate: BenchResult, policy: JudgePoli
                 noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> _Test | str | None:
     """None when a PASS is robust; else the test on one start a side that leaves twice the limit open, or why
     there is none."""
-    if not any(policy.rule_for(lv.concurrency).role == "critical" for lv in baseline.levels):
+    if not critical_levels(policy, baseline):
         return None
     test = _compare([baseline], [candidate], policy, noise, restart, pairs=False)
     if not isinstance(test, _Test):
@@ -260,7 +261,7 @@ def verification_plan(policy: JudgePolicy, baseline: BenchResult,
 
     The same plan measures the candidate's later starts (C2, C3) before the rollback, and B3 after B2. ``candidate`` (C1), when
     given, helps tell whether the levels move together trial by trial (its trials add to the baseline's)."""
-    levels = [lv.concurrency for lv in baseline.levels if policy.rule_for(lv.concurrency).role == "critical"]
+    levels = critical_levels(policy, baseline)
     each = -(-VERIFICATION_TRIALS // len(levels)) if levels else 0
     if _moves_together(baseline, candidate, policy.metric):
         each = max(each, SHOCK_VERIFICATION_TRIALS)
@@ -383,7 +384,7 @@ def _compare(baselines: Sequence[BenchResult], candidates: Sequence[BenchResult]
              noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None, pairs: bool) -> _Test | str:
     """The test on the given starts, or why there is none. ``pairs``: pool each side's starts into σ_r."""
     metric = METRICS[policy.metric]
-    critical = [lv.concurrency for lv in baselines[0].levels if policy.rule_for(lv.concurrency).role == "critical"]
+    critical = critical_levels(policy, baselines[0])
     parsed = [[_start(r, critical, policy.metric) for r in side] for side in (baselines, candidates)]
     levels = [c for c in critical if all(c in s.logs for side in parsed for s in side)]
     if not levels:

@@ -190,7 +190,7 @@ class LiveJudge:
         plan = self._over_starts_plan(verdict, baseline, candidate, noise, restart)
         return JudgeResult(verdict.outcome, tuple(verdict.reasons) + in_force,
                            tuple(sorted(verdict.more_trials.items())), rows, verdict.to_dict(), plan,
-                           starts_a_side(critical_levels(self.policy.judge, baseline)))
+                           starts_a_side(len(critical_levels(self.policy.judge, baseline))))
 
     def _over_starts_plan(self, verdict: Verdict, baseline: BenchResult, candidate: BenchResult,
                           noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None
