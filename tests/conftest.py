@@ -3,34 +3,44 @@
 System tests (marker ``system``) need root to boot systemd in a private namespace. Outside CI they
 skip with a reason when not root; under ``CI=true`` a missing precondition is a failure, never a skip.
 
-scripts/test runs the suite on two pytest-xdist workers (``--dist loadfile``). The system tests whose verdicts
-are close (a neutral candidate, a few per cent of slowdown: the judge's, the canary's, the output gate's) run
-one after the other on one worker and its sandboxed systemd, as before; the other worker, with a sandbox of
-its own, takes the system modules in BESIDE (verdicts clear by construction: regressions of half the speed,
-startup-gate failures, any verdict accepted; or no benchmark at all), then the unit, adapter and CLI tests.
-Not every system module on either worker (plain ``--dist loadfile``): measured faster, but two close
-verdicts then came out inconclusive on two loaded cores.
+scripts/test runs the suite on two pytest-xdist workers (``--dist loadfile``). Each module of tests/system says
+in its ``pytestmark`` where it runs; there is no default, so a new module cannot join either queue silently
+(collection stops and says what to choose):
+
+- ``serial``: its verdicts are close (a neutral candidate, a few per cent of slowdown: the judge's, the canary's,
+  the output gate's). These modules run one after the other on one worker and its sandboxed systemd. The safe
+  choice when unsure.
+- ``parallel``: its outcomes are clear by construction (regressions of half the speed, startup-gate failures, any
+  verdict accepted; or no benchmark at all). The other worker, with a sandbox of its own, takes these, then the
+  unit, adapter and CLI tests.
+
+Not every system module on either worker (plain ``--dist loadfile``): measured faster, but two close verdicts then
+came out inconclusive on two loaded cores.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import pytest
+from support.placement import PLACES, Unplaced, place_of
+from testpaths import REPO
 
 
-BESIDE = frozenset({
-    "test_install.py", "test_fleet_ansible.py", "test_remote_ops.py", "test_render_systemd.py",
-    "test_startup_report_journal.py", "test_systemd_adapter.py", "test_systemd_bus.py",
-    "test_systemd_journal_window.py", "test_systemd_polkit.py", "test_systemd_restart.py",
-    "test_systemd_restart_stress.py", "test_systemd_verbs.py", "test_units_contract.py",
-})
+@functools.cache
+def place(module: str) -> str:
+    """``serial`` or ``parallel``: the place of a tests/system module (a path from the repository's root)."""
+    try:
+        return place_of((REPO / module).read_text(), module)
+    except Unplaced as unplaced:
+        raise pytest.UsageError(str(unplaced)) from None
 
 
-def _serial(item_path: str) -> bool:
+def _serial(module: str) -> bool:
     """A system module of the close verdicts: these run one after the other, on one worker."""
-    return item_path.startswith("tests/system/") and item_path.rsplit("/", 1)[1] not in BESIDE
+    return module.startswith("tests/system/test_") and place(module) == "serial"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -48,7 +58,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return CloseVerdictsTogether(config, log)
 
 
+def _check_place(item: pytest.Item) -> None:
+    """The markers pytest applies agree with what ``place`` read from the source (a ``serial`` put on one test,
+    or through a name, would be missed by the scheduler)."""
+    module = item.nodeid.split("::", 1)[0]
+    applied = {name for name in PLACES if item.get_closest_marker(name)}
+    if applied != {place(module)}:
+        raise pytest.UsageError(f"{item.nodeid}: marked {sorted(applied)}; put serial or parallel in the module's"
+                                " pytestmark list, written out as pytest.mark.serial / pytest.mark.parallel")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith("tests/system/test_"):
+            _check_place(item)
+
     # The close verdicts first (one worker starts on them at once), then the other system modules (the other
     # worker), then the rest. Stable: the order within each part stays.
     def part(item: pytest.Item) -> int:

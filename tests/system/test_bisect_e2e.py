@@ -26,7 +26,7 @@ from support.promote_world import installed_profile as _installed_profile
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]
 
 FUSION = "SGLANG_SIM_FORCE_AR_FUSION=1"
 

@@ -30,7 +30,7 @@ from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from deployctl.live.sandbox import Sandbox
 from support.promote_world import Cli, one_deployment, slowed
 from support.users import UserLoad, requests_by_source
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]
 
 NAME = "glm5-sim"
 

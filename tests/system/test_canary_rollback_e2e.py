@@ -29,7 +29,7 @@ from support.promote_world import healthy as _healthy
 from support.promtool import promtool
 from support.webhook_receiver import Hook
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(420)]
 
 DEP = "glm5-sim"
 UNIT = f"sglang-{DEP}.service"

@@ -36,7 +36,7 @@ from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(120)]
 
 FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}
 # The kill tests need a verdict to reach KEEP, whatever the shared machine's noise: an inconclusive

@@ -33,7 +33,7 @@ from support.sshd import Sshd, make_keys, start_sshd
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(600),
               pytest.mark.skipif(shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) is None,
                                  reason="ansible-core is not installed (the test extra needs Python >= 3.11)")]
 

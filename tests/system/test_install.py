@@ -23,7 +23,7 @@ import pytest
 from support.runtime_site import runtime_site
 from testpaths import REPO
 
-pytestmark = [pytest.mark.system, pytest.mark.packaging]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.packaging]
 
 VENV = "/opt/deployctl/venv"
 SITE = f"{VENV}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"

@@ -21,7 +21,7 @@ from support.promote_world import (
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(240)]
 
 DEP = "qwen35-sim"
 PROFILES = {

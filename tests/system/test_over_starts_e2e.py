@@ -24,7 +24,7 @@ from support.promote_world import (
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(120)]
 
 DEP = "glm5-sim"
 PROFILES = {"regressed": {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.75"}}}

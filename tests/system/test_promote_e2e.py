@@ -23,7 +23,7 @@ from support.promote_world import healthy as _healthy
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.promote.machine import Result
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 DEP = "glm5-sim"

@@ -20,7 +20,7 @@ from deployctl.inventory.model import parse_inventory, resolve_profile
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.render import exec_argv, render_unit, unit_environment
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.parallel]
 
 RECORDER = """#!{python}
 import json, os, sys

@@ -24,7 +24,7 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(240)]
 
 CHARTS = ("throughput", "latency", "per-request", "telemetry", "timeline")
 # Written first into a copy of the page: any error (script, resource, console.error) lands in an attribute

@@ -20,7 +20,7 @@ from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
 from deployctl.promote.state import PHASE_WIDTH
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(240)]
 
 DEPLOYMENT = "glm5-sim"
 CRITICAL_LEVELS = [2, 8]  # promote_world's sweep; every level is critical by default

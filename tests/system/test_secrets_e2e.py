@@ -21,7 +21,7 @@ import yaml
 
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 FLAG_SECRET = "sk-SENTINEL-flag-7f3a9c"

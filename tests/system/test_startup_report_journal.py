@@ -16,7 +16,7 @@ from support.clirun import free_port, run_deployctl
 
 from deployctl.live.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(150)]
 
 LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 FIXTURE = next(LOGS.glob("02-*.log"))

@@ -21,7 +21,7 @@ from deployctl.live.sandbox import Sandbox
 
 UnitText = Callable[..., str]
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(60)]
 
 SLEEPER = "/bin/sh -c 'echo {marker}; exec sleep 600'"
 

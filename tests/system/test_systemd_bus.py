@@ -7,6 +7,7 @@ import asyncio
 import logging
 import socket
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -15,12 +16,30 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.live.restart import Endpoint, restart_and_wait
 from deployctl.live.sandbox import Sandbox
+from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import READY_LINE, Ready
+from deployctl.units.state import UnitState
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(90)]
 
-SLOW_START = "ExecStartPre=/bin/sleep 1.5\n"
 SLEEPER = "/bin/sh -c 'echo up; exec sleep 600'"
+
+
+def gated_start(gate: Path) -> str:
+    """An ExecStartPre that holds the start job until the test creates ``gate`` (/tmp is shared with the sandbox):
+    the job is still running at the drop however slowly a loaded machine gets there."""
+    return f"ExecStartPre=/bin/sh -c 'while [ ! -e {gate} ]; do sleep 0.05; done'\n"
+
+
+async def until_state(systemd: Systemd, name: str, reached: Callable[[UnitState], bool]) -> None:
+    """Wait for the first state of ``name`` that ``reached`` accepts, as systemd announces its changes."""
+    watch = systemd.watch(name)
+    try:
+        state = await asyncio.wait_for(watch.__anext__(), 30)
+        while not reached(state):
+            state = await asyncio.wait_for(watch.__anext__(), 30)
+    finally:
+        await watch.aclose()
 
 
 def drop(systemd: Systemd) -> None:
@@ -35,14 +54,16 @@ def drop(systemd: Systemd) -> None:
 
 
 async def test_a_job_wait_survives_the_connection_dropping(
-        systemd: Systemd, unit_files: UnitFiles, unit_text: Callable[..., str]) -> None:
+        systemd: Systemd, unit_files: UnitFiles, unit_text: Callable[..., str], tmp_path: Path) -> None:
     name = "st-drop-job.service"
-    unit_files.install(name, unit_text(SLEEPER, extra_service=SLOW_START))
+    gate = tmp_path / "start"
+    unit_files.install(name, unit_text(SLEEPER, extra_service=gated_start(gate)))
     await systemd.reload()
     job = asyncio.create_task(systemd.restart(name, timeout=30))
-    await asyncio.sleep(0.5)  # the job is running (its ExecStartPre sleeps 1.5 s)
+    await until_state(systemd, name, lambda state: state.sub_state == "start-pre")  # the job runs, held at the gate
     assert not job.done()
     drop(systemd)
+    gate.touch()
     result = await job
     assert result.ok and systemd.bus.reconnects >= 1
     assert (await systemd.unit_state(name)).active_state == "active"
@@ -50,21 +71,31 @@ async def test_a_job_wait_survives_the_connection_dropping(
 
 
 async def test_a_rollback_like_sequence_completes_through_two_drops(
-        systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint, python_unit: Callable[..., str]) -> None:
+        systemd: Systemd, unit_files: UnitFiles, endpoint: Endpoint, python_unit: Callable[..., str],
+        tmp_path: Path) -> None:
     """discard trial → reload → restart → wait ready, with the connection dropped before the reload and
     again during the readiness wait: it ends Ready on the known-good unit, not in an error."""
     name = "st-drop-rollback.service"
-    known_good = python_unit(f"import time\ntime.sleep(1.5)\nprint('{READY_LINE}')\ntime.sleep(600)\n")
+    gate = tmp_path / "ready"
+    known_good = python_unit(f"import os, time\nprint('waiting for the gate')\nwhile not os.path.exists({str(gate)!r}):"
+                             f"\n    time.sleep(0.05)\nprint('{READY_LINE}')\ntime.sleep(600)\n")
     unit_files.install(name, known_good)
     unit_files.install_trial(name, python_unit("import sys\nsys.exit(3)\n"), adopt=True)
     await systemd.reload()
     assert unit_files.discard_trial(name)
     drop(systemd)
     await systemd.reload()  # the call finds the connection gone: reconnected and retried
-    wait = asyncio.create_task(restart_and_wait(systemd, endpoint.journal(), name, timeout_s=30))
-    await asyncio.sleep(0.8)
+    waiting = asyncio.Event()  # the readiness wait has read the server's first line: it follows the journal now
+
+    def seen(line: JournalLine) -> None:
+        if "waiting for the gate" in line.text:
+            waiting.set()
+
+    wait = asyncio.create_task(restart_and_wait(systemd, endpoint.journal(), name, timeout_s=30, on_line=seen))
+    await asyncio.wait_for(waiting.wait(), 30)
     assert not wait.done()
     drop(systemd)
+    gate.touch()
     report = await wait
     assert isinstance(report.outcome, Ready), report.outcome
     assert systemd.bus.reconnects >= 2

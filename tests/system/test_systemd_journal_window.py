@@ -14,7 +14,7 @@ from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.live.restart import Endpoint, read_startup
 from deployctl.startup.readiness import READY_LINE
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(120)]
 
 HISTORY = 20_000  # lines before and after the window: a server up for a while
 

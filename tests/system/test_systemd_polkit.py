@@ -16,7 +16,7 @@ from deployctl.errors import AccessDenied
 from deployctl.live.sandbox import Sandbox
 from deployctl.units.polkit import polkit_rule
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(90)]
 
 SLEEPER = "/bin/sh -c 'exec sleep 600'"
 

@@ -11,7 +11,7 @@ from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.live.restart import Endpoint, restart_and_wait
 from deployctl.startup.readiness import READY_LINE, Crashed, Ready, TimedOut
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(60)]
 
 PRINTS_THEN_READY = f"""
 import time

@@ -19,7 +19,7 @@ from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.live.restart import Endpoint, http_health_probe, restart_and_wait
 from deployctl.startup.readiness import READY_LINE, Ready
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(240)]
 
 RESTARTS = 25
 ONE_RESTART_LIMIT_S = 30.0

@@ -20,7 +20,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.live.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(150)]
 
 SCRIPT = f"""
 import os, sys, time

@@ -29,7 +29,7 @@ from deployctl.promote.evidence import StartOutcome
 from deployctl.startup.readiness import READY_LINE
 from deployctl.units.stamp import unit_hash
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.parallel, pytest.mark.timeout(60)]
 
 _PREFIX = "[2026-01-01 10:00:00] "  # SGLang's log prefix: the startup parser reads lines that carry it
 
