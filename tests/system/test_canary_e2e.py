@@ -265,38 +265,35 @@ def test_the_timer_fires_a_canary_by_itself_with_a_space_and_a_percent_in_its_pa
 
 
 
-def test_a_3_pct_step_after_ten_quiet_watches_is_a_change_point_within_five(world, tmp_path):
-    """The slow shift no single watch proves: ten quiet watches, then the live server 3 % slower (a runtime
-    drop-in; the unit and its release stay the same), and the release's watch series shows the step."""
+def test_a_step_after_quiet_watches_is_a_change_point_of_the_release_series(world, tmp_path):
+    """The slow shift as the release's watch series shows it: four quiet watches, then the live server at 0.6 of
+    its speed (a runtime drop-in; the unit and its release stay the same), and the series has a change point at
+    the first slow watch, said as a persistent step. The step is clear by construction (far beyond
+    change_min_pct and any noise of a loaded machine); how small a step the series finds (3 % within five
+    watches) and that quiet series show none are statistics, seeded in tests/unit/test_canary_core.py."""
     cli, data, _ = world
-    # Longer watches than the other tests' (12 waves a trial): on a loaded 2-core machine one watch of this
-    # server then varies by about 1 %, so a 3 % step is about 3 σ of one watch.
-    bench = {**data["policy"]["bench"], "requests_per_level": 96}
-    inventory = {**data, "policy": {**data["policy"], "bench": bench, "canary": {"levels": [8]}}}
+    inventory = {**data, "policy": {**data["policy"], "canary": {"levels": [8]}}}
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory))
     own = Cli(cli.box, tmp_path / "inventory.yaml", tmp_path / "state")  # its own ledger: its own series
     dep = data["deployments"]["glm5-sim"]
     restarted = own("restart", "glm5-sim", "--profile", "baseline")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-    quiet = [canary(own, "glm5-sim").returncode for _ in range(10)]
+    quiet = [canary(own, "glm5-sim").returncode for _ in range(4)]
     assert all(code in (ExitCode.OK, ExitCode.CANARY_DEGRADED, ExitCode.CANARY_UNCLEAR) for code in quiet), quiet
-    assert not [cp for w in _notes(own, "glm5-sim", "watch") for cp in w["change_points"] if cp["change_pct"] < 0]
-    # 0.96 of the simulator's speed is a 3 % step of the tok/s the client measures (its fixed costs per
-    # request do not slow down); 0.97 measured about 2 %, at the 2 % change_min_pct itself.
-    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.96"):
+    with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.6"):
         found_at = None
-        for k in range(1, 6):
+        for k in range(1, 6):  # a change point needs two watches after it (MIN_SIDE)
             done = canary(own, "glm5-sim")
             steps = [cp for cp in _notes(own, "glm5-sim", "watch")[-1]["change_points"]
-                     if cp["index"] == 10 and cp["change_pct"] < -2]
+                     if cp["index"] == 4 and cp["change_pct"] < -20]
             if steps:
                 found_at = k
                 assert done.returncode == ExitCode.CANARY_DEGRADED, done.stdout + done.stderr
-                assert "persistent step" in done.stderr, done.stderr
+                assert "persistent step" in done.stderr and "from watch 5 of" in done.stderr, done.stderr
                 break
         assert found_at is not None, str(_watch_series(own, "glm5-sim"))
         series = _watch_series(own, "glm5-sim")
-        step = 100 * (sum(series[10:]) / len(series[10:]) / (sum(series[:10]) / 10) - 1)
+        step = 100 * (sum(series[4:]) / len(series[4:]) / (sum(series[:4]) / 4) - 1)
         print(f"\nstep of {step:+.1f} % found at watch {found_at} after it: {series}")
 
 

@@ -22,10 +22,12 @@ from deployctl.units.render import exec_argv, render_unit, unit_environment
 
 pytestmark = [pytest.mark.system, pytest.mark.parallel]
 
+# Written whole, then renamed into place: the test reads the file as soon as it exists.
 RECORDER = """#!{python}
 import json, os, sys
-with open({out!r}, "w") as f:
+with open({out!r} + ".part", "w") as f:
     json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, f)
+os.replace({out!r} + ".part", {out!r})
 """
 
 
@@ -59,10 +61,9 @@ def test_systemd_passes_hostile_values_verbatim(sandbox: Sandbox, tmp_path: Path
     assert started.returncode == 0, started.stderr
 
     deadline = time.monotonic() + 30
-    while not (out.exists() and out.stat().st_size):
+    while not out.exists():
         assert time.monotonic() < deadline, sandbox.run(["journalctl", "-u", unit.name, "--no-pager"]).stdout
         time.sleep(0.05)
-    time.sleep(0.1)  # let json.dump finish
     received = json.loads(out.read_text())
 
     resolved = resolve_profile(inv, "d", "baseline")

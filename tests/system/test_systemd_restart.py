@@ -69,7 +69,8 @@ async def test_exit_after_two_seconds_is_a_crash_with_its_status(
     assert report.job.result == "done"
     assert isinstance(outcome, Crashed) and outcome.job_result is None
     assert outcome.reason.startswith("exited with status 3")
-    assert outcome.elapsed_s == pytest.approx(2.0, abs=1.0)
+    # Seen when it happened (after its 2 s), long before the 20 s timeout; not how fast a loaded machine runs it.
+    assert 1.5 <= outcome.elapsed_s < 15, outcome.elapsed_s
     assert "RuntimeError: boom" in outcome.last_lines
 
 
@@ -97,7 +98,8 @@ async def test_never_ready_times_out_with_its_last_line(
     outcome = report.outcome
     assert isinstance(outcome, TimedOut)
     assert outcome.last_line == "Capture cuda graph begin. avail mem=20.1 GB"
-    assert outcome.elapsed_s == pytest.approx(2.0, abs=0.5)
+    # Never before the timeout (the tracker's rule); how late after it depends on the machine's load.
+    assert 2.0 <= outcome.elapsed_s < 10, outcome.elapsed_s
     await systemd.stop(name)
 
 
