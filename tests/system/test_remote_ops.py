@@ -366,11 +366,15 @@ def test_a_refused_rollback_from_a_second_caller_does_not_hide_the_running_promo
         refused = host("rollback", DEP, "--in-unit")  # a second laptop, while the promote holds the lock
         assert refused.returncode == ExitCode.BUSY, refused.stdout + refused.stderr
         attached = host.start("attach", DEP)  # follows the promote, not the refused rollback
-        time.sleep(2)
-        assert attached.poll() is None, attached.communicate()
+        assert attached.stderr is not None
+        head = ""  # the promote's log, as attach prints it, up to its pre-flight: a state, not a fixed wait
+        while "PREFLIGHT" not in head and (line := attached.stderr.readline()):
+            head += line
+        assert "PREFLIGHT" in head and attached.poll() is None, head  # the refused rollback's would have ended
         stopped = host("abort", DEP)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         out, err = attached.communicate(timeout=120)
+        err = head + err
     finally:
         promote.kill()
         promote.communicate()

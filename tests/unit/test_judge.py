@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import replace
 
@@ -320,3 +321,43 @@ def test_the_verdict_carries_the_noise_it_rests_on_and_says_which_restart_sigma(
     assert next(lv for lv in learned.noise.levels if lv.concurrency == 64).prior_df == 8
     assert "restart σ 1.3 % a side (learned from 5)" in learned.notes[-1]
     assert "8 df of it learned on this host" in learned.notes[-1]
+
+
+def _sequential(rng: random.Random, policy: JudgePolicy, sigma: float, factor: float) -> Outcome:
+    """The promote's loop on one sweep of C=2 and C=8: the baseline's trials, then the candidate's minimum, and
+    as many more as the judge asks for (within its budget); each trial ``exp(N(0, sigma))`` of its level's mean,
+    the candidate's scaled by ``factor``."""
+    means = {2: 1300.0, 8: 5200.0}
+
+    def draw(n: int, scale: float) -> dict[int, list[float]]:
+        return {c: [m * scale * math.exp(rng.gauss(0, sigma)) for _ in range(n)] for c, m in means.items()}
+
+    base = sweep(draw(policy.baseline_trials or policy.min_trials, 1.0))
+    cand = draw(policy.min_trials, factor)
+    verdict = judge(base, sweep(cand), policy)
+    while not verdict.final:
+        for c, n in verdict.more_trials.items():
+            cand[c] += [means[c] * factor * math.exp(rng.gauss(0, sigma)) for _ in range(n)]
+        verdict = judge(base, sweep(cand), policy)
+    return verdict.outcome
+
+
+# The system tests' policy (tests/support/promote_world.POLICY) at the spread of a trial there: about 1 % on
+# an idle machine, up to 3 % on two loaded cores. Seeded: the same draws every run.
+E2E_POLICY = JudgePolicy(limit_pct=10, min_trials=2, max_trials=5, baseline_trials=3)
+
+
+@pytest.mark.parametrize("sigma", [0.01, 0.03])
+def test_a_neutral_candidate_passes_at_the_system_tests_policy_and_noise(sigma):
+    rng = random.Random(20261205)
+    outcomes = [_sequential(rng, E2E_POLICY, sigma, 1.0) for _ in range(200)]
+    assert outcomes.count(Outcome.FAIL) == 0
+    assert outcomes.count(Outcome.PASS) >= 0.95 * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
+
+
+@pytest.mark.parametrize("factor", [0.8, 0.5])
+def test_the_slowdowns_the_system_tests_apply_fail_at_their_policy_and_noise(factor):
+    rng = random.Random(20261205)
+    outcomes = [_sequential(rng, E2E_POLICY, 0.03, factor) for _ in range(200)]
+    assert outcomes.count(Outcome.PASS) == 0
+    assert outcomes.count(Outcome.FAIL) >= 0.95 * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
