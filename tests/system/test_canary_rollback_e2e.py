@@ -144,8 +144,9 @@ def test_when_the_release_before_is_not_better_nothing_changes_and_it_is_tried_o
     cli, port, hook = world
     live_id, paired_id = _live_over(cli, "baseline", "paired")
     live_hash, text = _live(cli)[1], _installed(cli)
-    # Now every release is 0.8 × as fast, and the one before (paired) 0.5 × that again: worse, not better.
-    slow_down(cli.box, UNIT, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1", "SGLANG_SIM_THROUGHPUT_FACTOR=0.8")
+    # Now every release is 0.5 × as fast (degraded far beyond the limit, not near it), and the one before
+    # (paired) 0.5 × that again: worse, not better.
+    slow_down(cli.box, UNIT, port, "SGLANG_SIM_SYNTHETIC_PAIR_A=1", "SGLANG_SIM_THROUGHPUT_FACTOR=0.5")
     done = canary(cli)
     said = done.stdout + done.stderr
     assert done.returncode == ExitCode.CANARY_DEGRADED, said

@@ -361,3 +361,18 @@ def test_the_slowdowns_the_system_tests_apply_fail_at_their_policy_and_noise(fac
     outcomes = [_sequential(rng, E2E_POLICY, 0.03, factor) for _ in range(200)]
     assert outcomes.count(Outcome.PASS) == 0
     assert outcomes.count(Outcome.FAIL) >= 0.95 * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
+
+
+# test_over_starts_e2e's policy: a 1.5 % limit, a false-fail rate of 1 in 10 000, three trials at most.
+OVER_STARTS_POLICY = JudgePolicy(limit_pct=1.5, min_trials=2, max_trials=3, baseline_trials=3, false_fail=0.0001)
+
+
+@pytest.mark.parametrize("factor, sigma, fail_share", [
+    (0.75, 0.01, 1.0), (0.75, 0.03, 0.9), (0.75, 0.06, 0.2),  # the e2e regression it was: decided by the noise
+    (0.2, 0.03, 1.0), (0.2, 0.06, 1.0),  # the one it is: a FAIL at stage 1 however loaded the trials
+])
+def test_a_regression_fails_at_stage_1_of_the_over_starts_policy_as_the_noise_allows(factor, sigma, fail_share):
+    rng = random.Random(20261205)
+    outcomes = [_sequential(rng, OVER_STARTS_POLICY, sigma, factor) for _ in range(200)]
+    assert outcomes.count(Outcome.PASS) == 0
+    assert outcomes.count(Outcome.FAIL) >= fail_share * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
