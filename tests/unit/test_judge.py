@@ -329,36 +329,38 @@ def _sequential(rng: random.Random, policy: JudgePolicy, sigma: float, factor: f
     the candidate's scaled by ``factor``."""
     means = {2: 1300.0, 8: 5200.0}
 
-    def draw(n: int, scale: float) -> dict[int, list[float]]:
-        return {c: [m * scale * math.exp(rng.gauss(0, sigma)) for _ in range(n)] for c, m in means.items()}
+    def draw(c: int, n: int, scale: float) -> list[float]:
+        return [means[c] * scale * math.exp(rng.gauss(0, sigma)) for _ in range(n)]
 
-    base = sweep(draw(policy.baseline_trials or policy.min_trials, 1.0))
-    cand = draw(policy.min_trials, factor)
+    base = sweep({c: draw(c, policy.baseline_trials or policy.min_trials, 1.0) for c in means})
+    cand = {c: draw(c, policy.min_trials, factor) for c in means}
     verdict = judge(base, sweep(cand), policy)
     while not verdict.final:
         for c, n in verdict.more_trials.items():
-            cand[c] += [means[c] * factor * math.exp(rng.gauss(0, sigma)) for _ in range(n)]
+            cand[c] += draw(c, n, factor)
         verdict = judge(base, sweep(cand), policy)
     return verdict.outcome
 
 
 # The system tests' policy (tests/support/promote_world.POLICY) at the spread of a trial there: about 1 % on
-# an idle machine, up to 3 % on two loaded cores. Seeded: the same draws every run.
+# an idle machine, 3-6 % on two loaded cores (watches of an unchanged server at load 7 spread 6 %). Seeded: the
+# same draws every run.
 E2E_POLICY = JudgePolicy(limit_pct=10, min_trials=2, max_trials=5, baseline_trials=3)
 
 
-@pytest.mark.parametrize("sigma", [0.01, 0.03])
-def test_a_neutral_candidate_passes_at_the_system_tests_policy_and_noise(sigma):
+# At 6 % the policy's 1 % false-fail rate shows (2 of 200): why test_promote_e2e keeps a faster candidate.
+@pytest.mark.parametrize("sigma, fails", [(0.03, 0), (0.06, 2)])
+def test_a_neutral_candidate_passes_at_the_system_tests_policy_and_noise(sigma, fails):
     rng = random.Random(20261205)
     outcomes = [_sequential(rng, E2E_POLICY, sigma, 1.0) for _ in range(200)]
-    assert outcomes.count(Outcome.FAIL) == 0
+    assert outcomes.count(Outcome.FAIL) == fails
     assert outcomes.count(Outcome.PASS) >= 0.95 * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
 
 
 @pytest.mark.parametrize("factor", [0.8, 0.5])
 def test_the_slowdowns_the_system_tests_apply_fail_at_their_policy_and_noise(factor):
     rng = random.Random(20261205)
-    outcomes = [_sequential(rng, E2E_POLICY, 0.03, factor) for _ in range(200)]
+    outcomes = [_sequential(rng, E2E_POLICY, 0.06, factor) for _ in range(200)]
     assert outcomes.count(Outcome.PASS) == 0
     assert outcomes.count(Outcome.FAIL) >= 0.95 * len(outcomes), {o: outcomes.count(o) for o in set(outcomes)}
 
@@ -368,8 +370,8 @@ OVER_STARTS_POLICY = JudgePolicy(limit_pct=1.5, min_trials=2, max_trials=3, base
 
 
 @pytest.mark.parametrize("factor, sigma, fail_share", [
-    (0.75, 0.01, 1.0), (0.75, 0.03, 0.9), (0.75, 0.06, 0.2),  # the e2e regression it was: decided by the noise
-    (0.2, 0.03, 1.0), (0.2, 0.06, 1.0),  # the one it is: a FAIL at stage 1 however loaded the trials
+    (0.75, 0.03, 0.9), (0.75, 0.06, 0.2),  # the e2e regression it was: decided by the noise (193, 80 of 200)
+    (0.2, 0.06, 1.0),  # the one it is: a FAIL at stage 1 at the wider spread too
 ])
 def test_a_regression_fails_at_stage_1_of_the_over_starts_policy_as_the_noise_allows(factor, sigma, fail_share):
     rng = random.Random(20261205)
