@@ -53,6 +53,9 @@ def make_inventory(path: Path, policy: dict[str, Any] = POLICY) -> dict[str, Any
 
 # Serves at a thousandth of the speed: its benchmark lasts long enough to kill the controller in it.
 SLOW_PROFILE = {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.001"}}
+# A candidate whose PASS is clear by construction (half as fast again; the small policy's limit is 10 %): where
+# a test is about keeping, not about whether a neutral change passes (a statistic: tests/unit/test_judge.py).
+FASTER_PROFILE = {"extends": "neutral", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "1.5"}}
 
 
 def one_deployment(name: str, profiles: dict[str, Any] | None = None, policy: dict[str, Any] | None = None

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from support.promote_world import Cli, make_inventory
+from support.promote_world import FASTER_PROFILE, Cli, make_inventory
 from support.promote_world import healthy as _healthy
 
 from deployctl.errors import ExitCode
@@ -30,10 +30,7 @@ pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(240)]
 def site(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("promote-e2e")
     data = make_inventory(root / "inventory.yaml")
-    # A candidate whose PASS is clear by construction (half as fast again, the limit 10 %); whether a neutral one
-    # passes is a statistic, seeded in tests/unit/test_judge.py.
-    data["deployments"]["glm5-sim"]["profiles"]["faster"] = {
-        "extends": "neutral", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "1.5"}}
+    data["deployments"]["glm5-sim"]["profiles"]["faster"] = FASTER_PROFILE
     (root / "inventory.yaml").write_text(yaml.safe_dump(data))
     yield sandbox, root / "inventory.yaml", data
     for dep in data["deployments"].values():

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from support.promote_world import Cli, healthy, make_inventory
+import yaml
+from support.promote_world import FASTER_PROFILE, Cli, healthy, make_inventory
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
@@ -30,6 +31,8 @@ CRITICAL_LEVELS = [2, 8]  # promote_world's sweep; every level is critical by de
 def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("reuse-e2e")
     data = make_inventory(root / "inventory.yaml")
+    data["deployments"][DEPLOYMENT]["profiles"]["faster"] = FASTER_PROFILE
+    (root / "inventory.yaml").write_text(yaml.safe_dump(data))
     yield root / "inventory.yaml", data
     sandbox.run(["systemctl", "stop", data["deployments"][DEPLOYMENT]["unit"]])
 
@@ -64,9 +67,9 @@ def _baselines(cli: Cli, release: int) -> list[tuple[int | None, str | None]]:
         con.close()
 
 
-def test_unchanged_host_reuses_the_baseline_after_one_confirmation_trial_per_level_and_keeps_a_neutral_candidate(world):
+def test_unchanged_host_reuses_the_baseline_after_one_confirmation_trial_per_level_and_keeps_a_faster_candidate(world):
     cli, data = world
-    out = cli.json("promote", "neutral", "-d", DEPLOYMENT, "--skip-preflight")
+    out = cli.json("promote", "faster", "-d", DEPLOYMENT, "--skip-preflight")
     assert out["exit_code"] == ExitCode.OK and out["result"] == "kept", out
     bench = out["benchmark"]
     assert bench["reuse"]["reused_from"] == data["stored"], bench
