@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from deployctl.errors import DeployctlError
 
 if TYPE_CHECKING:
-    from deployctl.live.restart import Endpoint
+    from deployctl.operations.restart import Endpoint
 
 PRIVATE_MOUNTS = ("/run", "/etc/systemd/system", "/var/log/journal", "/var/lib/deployctl")
 # Masked: systemd-tmpfiles would clean the shared /tmp of the whole machine.
@@ -178,7 +178,7 @@ class Sandbox:
 
     def endpoint(self) -> "Endpoint":
         """How deployctl running outside reaches this sandbox's systemd, unit files and journal."""
-        from deployctl.live.restart import Endpoint
+        from deployctl.operations.restart import Endpoint
 
         return Endpoint(bus_address=self.bus_address, unit_dir=self.unit_dir, runtime_dir=self.runtime_unit_dir,
                         backup_dir=self.state_dir / "units", journal_command=self.journal_command,

@@ -9,8 +9,8 @@ from typing import Any
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
-from deployctl.commands._release_verbs import (
+from deployctl.console.in_unit import add_in_unit_argument, dead_man, run_in_unit
+from deployctl.console.release_verbs import (
     add_candidate_arguments,
     adopt_installed,
     limits,
@@ -20,11 +20,11 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
-from deployctl.commands.options import shift_deployment
-from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.console.options import shift_deployment
+from deployctl.console.output import TerminalProgress, emit, emit_json
 from deployctl.commands.promote import abort_on_signals
 from deployctl.errors import ExitCode, InputError, UsageError
-from deployctl.live.bisect import (
+from deployctl.flows.bisect import (
     Bisector,
     BisectOutcome,
     observe,
@@ -32,11 +32,11 @@ from deployctl.live.bisect import (
     search_changes,
 )
 from deployctl.live.protocols import Guard
-from deployctl.live.site import Site
+from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
-from deployctl.promote.bisect_changes import Change
-from deployctl.promote.bisect_search import Observation, Search, worst_case_trials
-from deployctl.promote.evidence import PromoteOutcome
+from deployctl.decisions.bisect_changes import Change
+from deployctl.decisions.bisect_search import Observation, Search, worst_case_trials
+from deployctl.decisions.evidence import PromoteOutcome
 
 NAME = "bisect"
 BASELINE_MAX_AGE_S = 3600.0

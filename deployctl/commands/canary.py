@@ -17,30 +17,30 @@ from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 from deployctl.adapters import journal_send, textfile
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._inventory import inventory_path, load_inventory_from_args
-from deployctl.commands._release_verbs import (
+from deployctl.console.inventory_args import inventory_path, load_inventory_from_args
+from deployctl.console.release_verbs import (
     adopt_installed,
     locked,
     recover_first,
     state_dir,
 )
-from deployctl.commands._canary_rollback import RollbackTry, concluded, try_earlier
-from deployctl.commands._operation import dead_man
-from deployctl.commands._upload import refuse_lasting_use
-from deployctl.commands.options import add_deployment, complete_deployments
+from deployctl.flows.canary_rollback import RollbackTry, concluded, try_earlier
+from deployctl.console.in_unit import dead_man
+from deployctl.console.upload import refuse_lasting_use
+from deployctl.console.options import add_deployment, complete_deployments
 from deployctl.commands.promote import abort_request, promote
 from deployctl.errors import Busy, DeployctlError, ExitCode, InputError, Interrupted, UsageError, exit_code_of
 from deployctl.judge.watch import Health, level_means
-from deployctl.live.canary import rebaseline as pin_reference
-from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
+from deployctl.flows.canary_watch import rebaseline as pin_reference
+from deployctl.flows.canary_watch import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchReport, judged_promotes, ledger_totals, rollback_trials, watch
 from deployctl.live.protocols import Guard
-from deployctl.live.site import Site, make_site
-from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
-from deployctl.live.canary_units import arm_recheck
-from deployctl.live.canary_units import install as install_units
-from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
-from deployctl.promote.evidence import LevelRow, PromoteOutcome
-from deployctl.promote.report import table_lines
+from deployctl.operations.site import Site, make_site
+from deployctl.operations.canary_units import Paths, private_tmp_for, protect_home_for
+from deployctl.operations.canary_units import arm_recheck
+from deployctl.operations.canary_units import install as install_units
+from deployctl.decisions.canary import decide_rollback, decide_try, every_to_calendar
+from deployctl.decisions.evidence import LevelRow, PromoteOutcome
+from deployctl.decisions.report import table_lines
 
 if TYPE_CHECKING:
     from deployctl.judge.verdict import LevelVerdict

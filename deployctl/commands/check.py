@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment_and_profile
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
+from deployctl.console.options import add_deployment_and_profile
 from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
 

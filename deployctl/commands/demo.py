@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return _inside(Path(args.inside), args.report_dir, Path(args.keep) if args.keep else None)
     if os.geteuid() != 0:
         raise EnvironmentUnfit("the demo boots a sandboxed systemd, which needs root", hint="sudo deployctl demo")
-    from deployctl.live.sandbox import Sandbox
+    from deployctl.sandbox import Sandbox
 
     started = time.monotonic()
     keep = Path(args.keep).resolve() if args.keep else None

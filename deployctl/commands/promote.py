@@ -12,13 +12,13 @@ from typing import Mapping, Protocol
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._operation import (
+from deployctl.console.in_unit import (
     add_in_unit_argument,
     dead_man,
     inventory_note,
     run_in_unit,
 )
-from deployctl.commands._release_verbs import (
+from deployctl.console.release_verbs import (
     add_candidate_arguments,
     adopt_installed,
     limits,
@@ -30,16 +30,16 @@ from deployctl.commands._release_verbs import (
     who,
 )
 from deployctl.commands.check import format_report
-from deployctl.commands.options import shift_deployment
-from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.console.options import shift_deployment
+from deployctl.console.output import TerminalProgress, emit, emit_json
 from deployctl.errors import ExitCode, UsageError
 from deployctl.live.protocols import Guard
-from deployctl.live.site import Site
+from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
-from deployctl.promote import dead_man as switch
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import PromoteOutcome
-from deployctl.promote.report import (
+from deployctl.decisions import dead_man as switch
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import PromoteOutcome
+from deployctl.decisions.report import (
     level_rows,
     outcome_json,
     outcome_lines,

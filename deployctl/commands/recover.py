@@ -9,13 +9,13 @@ import signal
 import time
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
-from deployctl.commands.output import emit, emit_json
+from deployctl.console.release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
+from deployctl.console.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
 from deployctl.errors import Busy
-from deployctl.live.dead_man import read_lease, stop_switch
-from deployctl.live.site import Site
-from deployctl.promote.dead_man import Verdict, judge_alive
+from deployctl.operations.dead_man import read_lease, stop_switch
+from deployctl.operations.site import Site
+from deployctl.decisions.dead_man import Verdict, judge_alive
 
 NAME = "recover"
 HELP = "roll back (or finish keeping) a promote whose controller died; the dead-man's switch runs it"

@@ -10,13 +10,13 @@ from pathlib import Path
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.adapters.ledger import LEDGER_FILE
-from deployctl.commands._inventory import inventory_path
-from deployctl.commands._release_arg import add_release_arguments, named_release
-from deployctl.commands._release_verbs import existing_state_dir
-from deployctl.commands.options import complete_deployments
+from deployctl.console.inventory_args import inventory_path
+from deployctl.console.release_arg import add_release_arguments, named_release
+from deployctl.console.release_verbs import existing_state_dir
+from deployctl.console.options import complete_deployments
 from deployctl.errors import DeployctlError, InputError
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.decisions.records import Event, Release, StoredBench
 from deployctl.reporting.story import Story
 
 NAME = "report"

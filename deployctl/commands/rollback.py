@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.commands._operation import add_in_unit_argument, dead_man, run_in_unit
-from deployctl.commands._release_verbs import (
+from deployctl.console.in_unit import add_in_unit_argument, dead_man, run_in_unit
+from deployctl.console.release_verbs import (
     add_site_arguments,
     adopt_installed,
     locked,
@@ -19,15 +19,15 @@ from deployctl.commands._release_verbs import (
     site_from_args,
     who,
 )
-from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.console.output import TerminalProgress, emit, emit_json
 from deployctl.errors import InputError
 from deployctl.live.protocols import Guard
-from deployctl.live.site import Site
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import PromoteOutcome
-from deployctl.promote.records import Release
+from deployctl.operations.site import Site
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import PromoteOutcome
+from deployctl.decisions.records import Release
 from deployctl.units.stamp import unit_hash
-from deployctl.promote.report import outcome_json, outcome_lines
+from deployctl.decisions.report import outcome_json, outcome_lines
 
 NAME = "rollback"
 HELP = "put an earlier release back (default: the one the live release replaced)"

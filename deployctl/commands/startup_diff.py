@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.commands.startup_report import load_report
 from deployctl.errors import InputError
 from deployctl.facts.secrets import redact

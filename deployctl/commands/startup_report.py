@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import FILES_IN_THE_WAY, add_deployment
 from deployctl.errors import ExitCode, InputError
 from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
@@ -105,8 +105,8 @@ def _server_info(path: str | None) -> dict[str, Any] | None:
 
 async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | None) -> StartupReport:
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.live.restart import Endpoint, read_startup
-    from deployctl.live.site import server_url
+    from deployctl.operations.restart import Endpoint, read_startup
+    from deployctl.operations.site import server_url
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(args.deployment)

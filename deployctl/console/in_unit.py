@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 from deployctl.adapters.lock import is_alive
-from deployctl.commands._inventory import inventory_path
-from deployctl.commands._remote import ORIGIN_ENV
-from deployctl.commands._upload import lasting_copy, owned
+from deployctl.console.inventory_args import inventory_path
+from deployctl.console.remote import ORIGIN_ENV
+from deployctl.console.upload import lasting_copy, owned
 from deployctl.errors import Busy
-from deployctl.live.dead_man import DeadMan
-from deployctl.live.operation import OperationRecord, follow, launch, new_operation_id, worker_service
-from deployctl.live.site import Site
-from deployctl.promote.dead_man import MARGIN_S, check_s, stall_s
+from deployctl.operations.dead_man import DeadMan
+from deployctl.operations.operation import OperationRecord, follow, launch, new_operation_id, worker_service
+from deployctl.operations.site import Site
+from deployctl.decisions.dead_man import MARGIN_S, check_s, stall_s
 
 IN_UNIT = "--in-unit"
 ABORT_ON_INTERRUPT = "--abort-on-interrupt"

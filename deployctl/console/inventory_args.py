@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TextIO
 
-from deployctl.commands.options import inventory_path, profile_for_lone_word
+from deployctl.console.options import inventory_path, profile_for_lone_word
 from deployctl.errors import InputError
 from deployctl.inventory.model import Inventory, load_inventory
 

@@ -1,6 +1,6 @@
 """Printing for the verbs: plain lines for pipes and cron mail, rich tables and a live step line on a terminal.
 
-The words come from ``deployctl.promote.report`` (pure); this module only decides how they reach the stream.
+The words come from ``deployctl.decisions.report`` (pure); this module only decides how they reach the stream.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import time
 from typing import Any, Sequence, TextIO
 
 from deployctl.judge.outcome import LevelState
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import LevelRow
-from deployctl.promote.report import num, table_lines
-from deployctl.promote.state import PHASE_WIDTH
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import LevelRow
+from deployctl.decisions.report import num, table_lines
+from deployctl.decisions.state import PHASE_WIDTH
 
 
 def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[LevelRow] = ()) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.commands.options import complete_deployments, complete_releases
+from deployctl.console.options import complete_deployments, complete_releases
 from deployctl.errors import InputError, UsageError
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 
 
 def add_release_arguments(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, *,

@@ -22,8 +22,8 @@ from deployctl.adapters.ledger import (
     who_from_env,
 )
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import (
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import (
     DEPLOYMENT_HELP,
     add_deployment,
     add_profile,
@@ -32,16 +32,16 @@ from deployctl.commands.options import (
 from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
 from deployctl.live.protocols import Adapters, Progress
-from deployctl.live.recovery import (
+from deployctl.flows.recover import (
     Recovered,
     failed_recovery_hint,
     recover,
     recovery_plan,
 )
-from deployctl.live.site import Site, make_site
-from deployctl.promote import machine as m
-from deployctl.promote.records import Release
-from deployctl.promote.report import live_release_line
+from deployctl.operations.site import Site, make_site
+from deployctl.decisions import machine as m
+from deployctl.decisions.records import Release
+from deployctl.decisions.report import live_release_line
 from deployctl.units.stamp import unit_hash
 
 

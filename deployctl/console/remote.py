@@ -4,7 +4,7 @@ One connection checks the host's deployctl version and writes nothing there. A s
 verbs in a transient unit, so a dropped connection does not stop them) and streams its output and exit
 code; the laptop's inventory travels inside that same command line and the host's shell writes it into a
 private temporary directory right before it ``exec``s deployctl, which owns and removes it
-(deployctl.commands._upload). So every upload has an owner on the host from the moment it exists: a
+(deployctl.console.upload). So every upload has an owner on the host from the moment it exists: a
 refused version or a connection that never got there leaves nothing behind.
 
 Exit codes tell the SSH failures apart: 32/33 the verb never started (no connection, login refused), 34
@@ -44,8 +44,8 @@ from deployctl.adapters.ssh import (
     start,
     stream,
 )
-from deployctl.commands._upload import UPLOAD_OPTION
-from deployctl.commands.options import INVENTORY_ENV, inventory_path
+from deployctl.console.upload import UPLOAD_OPTION
+from deployctl.console.options import INVENTORY_ENV, inventory_path
 from deployctl.errors import ExitCode, InputError, RemoteError
 
 REMOTE_COMMAND_ENV = "DEPLOYCTL_REMOTE_COMMAND"  # the deployctl on the host, e.g. "sudo deployctl"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from deployctl.commands.options import inventory_path
+from deployctl.console.options import inventory_path
 from deployctl.errors import InputError, UsageError
 
 UPLOAD_OPTION = "--uploaded-inventory"

@@ -5,7 +5,7 @@
     test = next(gen)                  # a Trial: which subset of the changes to try on the live server
     test = gen.send(Observation(...)) # … until StopIteration carries the Finding
 
-Pure: no I/O, no clock. The driver (``deployctl.live.bisect``) turns each ``Trial`` into a trial of an
+Pure: no I/O, no clock. The driver (``deployctl.flows.bisect``) turns each ``Trial`` into a trial of an
 intermediate profile (the live profile plus the subset), judged with the promote's gates and judge.
 
 What cuts the search, in order:

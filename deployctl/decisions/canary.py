@@ -4,7 +4,7 @@ and, for a degraded live release under ``on_degraded: rollback``, which earlier 
 
 A rejected or inconclusive candidate is not tried again until its rendered unit (hash) or the server's
 version changes, so a timer never retries a known-bad candidate every few hours. The version is the one
-a stored baseline is keyed on (``deployctl.promote.evidence.version_key``: as the server states it, else
+a stored baseline is keyed on (``deployctl.decisions.evidence.version_key``: as the server states it, else
 the startup log's version or range); where nothing states one it is ``UNKNOWN_VERSION``, which matches
 itself, so a server that never says its version does not get the same candidate every run.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any, Iterable, Mapping
 
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 UNKNOWN_VERSION = "unknown"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from deployctl.promote.records import Event
+from deployctl.decisions.records import Event
 
 VERDICT_EVENT = "verdict"
 

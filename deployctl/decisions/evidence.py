@@ -15,8 +15,8 @@ from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.outputgate.verdict import OutputVerdict
-from deployctl.promote import machine as m
-from deployctl.promote.records import StoredBench
+from deployctl.decisions import machine as m
+from deployctl.decisions.records import StoredBench
 from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import ProfileDiff
 

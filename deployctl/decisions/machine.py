@@ -20,8 +20,8 @@ INSTALL for a rollback to an earlier release (or a candidate whose baseline was 
 at PREFLIGHT (or BASELINE without pre-flight).
 ``next_action(state)`` says what to do next (``None`` once terminal); the runner does it and feeds the
 outcome to ``advance(state, outcome)``. Every path, including "the rollback fails", is a sequence of
-plain values (``deployctl.promote.steps``), so tests drive it with scripted outcomes. The state
-(``deployctl.promote.state``) round-trips through JSON so the ledger can store it before each side effect
+plain values (``deployctl.decisions.steps``), so tests drive it with scripted outcomes. The state
+(``deployctl.decisions.state``) round-trips through JSON so the ledger can store it before each side effect
 and ``resume_after_crash`` can pick it up after the controller died.
 """
 
@@ -31,8 +31,8 @@ from dataclasses import replace
 from typing import Callable
 
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.promote.state import TERMINAL, Limits, Phase, Result, State
-from deployctl.promote.steps import (
+from deployctl.decisions.state import TERMINAL, Limits, Phase, Result, State
+from deployctl.decisions.steps import (
     Action,
     BaselineStored,
     BenchCandidate,

@@ -1,7 +1,7 @@
 """What an operator reads after a promote, a rollback, ``history`` or ``show``.
 
 Pure formatting into plain lines (what a log or a pipe gets) and JSON-ready dicts (the ``--json`` edge,
-where the evidence types become plain values); ``deployctl.commands.output.emit`` prints the lines, or on
+where the evidence types become plain values); ``deployctl.console.output.emit`` prints the lines, or on
 a terminal the same content with rich tables. The order follows the operator's
 questions: what changed, what the server said at startup (and why), how it performed against the
 baseline, the verdict and its reasons, what was done to the host, and which release to look up.
@@ -16,10 +16,10 @@ from typing import Any, Iterable, Sequence
 from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.outputgate.verdict import verdict_lines
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
-from deployctl.promote.records import Release
-from deployctl.promote.state import PHASE_WIDTH
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import LevelRow, Plan, PromoteOutcome
+from deployctl.decisions.records import Release
+from deployctl.decisions.state import PHASE_WIDTH
 
 HEADLINE = {
     m.Result.KEPT: "KEPT: the candidate is live",

@@ -1,4 +1,4 @@
-"""deployctl bisect's wiring: each trial of the search (``deployctl.promote.bisect_search``) is a promote
+"""deployctl bisect's wiring: each trial of the search (``deployctl.decisions.bisect_search``) is a promote
 run of an intermediate profile: the live profile plus a subset of the candidate's changes.
 
 A trial is the promote runner (``deployctl.live.runner.Runner``) on a plan from ``Site.with_profile``,
@@ -20,9 +20,9 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.inventory.model import Profile, resolve_profile
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.live.protocols import Guard, Progress
-from deployctl.live.site import Site
-from deployctl.promote import machine as m
-from deployctl.promote.bisect_changes import (
+from deployctl.operations.site import Site
+from deployctl.decisions import machine as m
+from deployctl.decisions.bisect_changes import (
     Change,
     changes_from_diff,
     gate_facts,
@@ -30,8 +30,8 @@ from deployctl.promote.bisect_changes import (
     profile_yaml,
     startup_blame,
 )
-from deployctl.promote.bisect_search import Culprit, Finding, Observation, Search, Trial
-from deployctl.promote.evidence import Evidence, PromoteOutcome
+from deployctl.decisions.bisect_search import Culprit, Finding, Observation, Search, Trial
+from deployctl.decisions.evidence import Evidence, PromoteOutcome
 from deployctl.startup.diff import diff_startups
 from deployctl.startup.report import StartupReport
 from deployctl.units.profilediff import diff_profiles

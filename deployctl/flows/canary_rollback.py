@@ -18,15 +18,15 @@ from dataclasses import dataclass, replace
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
-from deployctl.commands._release_verbs import limits, who
+from deployctl.console.release_verbs import limits, who
 from deployctl.commands.promote import abort_on_signals
 from deployctl.commands.rollback import text_of
-from deployctl.live.canary import ROLLBACK_KIND, TRIED, WatchReport
+from deployctl.flows.canary_watch import ROLLBACK_KIND, TRIED, WatchReport
 from deployctl.live.protocols import Guard
-from deployctl.live.site import Site
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import Evidence, PromoteOutcome
-from deployctl.promote.records import Release
+from deployctl.operations.site import Site
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import Evidence, PromoteOutcome
+from deployctl.decisions.records import Release
 
 
 def watch_site(site: Site) -> Site:

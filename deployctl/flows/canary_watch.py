@@ -21,10 +21,10 @@ from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.protocols import Adapters
-from deployctl.live.site import Site
-from deployctl.promote.canary import Judged, ServerStart, WatchStart, version_identity
-from deployctl.promote.evidence import bench_key, version_key
-from deployctl.promote.records import Release
+from deployctl.operations.site import Site
+from deployctl.decisions.canary import Judged, ServerStart, WatchStart, version_identity
+from deployctl.decisions.evidence import bench_key, version_key
+from deployctl.decisions.records import Release
 from deployctl.startup.report import StartupReport
 
 WATCH = "watch"  # a synthetic watch (a sweep of ours): a benchmark row of the live release
@@ -41,7 +41,7 @@ JUDGED_RESULTS = ("kept", "rejected", "inconclusive", "refused", "rollback_faile
 class WatchReport:
     release: Release
     sglang_version: str | None  # as the startup log states it (the stored measurements' column)
-    version: str  # the version identity (deployctl.promote.canary.version_identity): never None
+    version: str  # the version identity (deployctl.decisions.canary.version_identity): never None
     healthy: bool
     verdict: WatchVerdict | None  # None when the server was not healthy (nothing measured)
     result: BenchResult | None
@@ -107,7 +107,7 @@ async def _window(site: Site) -> tuple[list[passive.Scrape], str]:
     would be the way to measure it, in words."""
     # The scrapers (httpx) here and the verdict (numpy, scipy) in _synthetic, not at the top: `deployctl --help`
     # would pay for them through the canary verb (benchmarks/cli_startup.py).
-    from deployctl.live.passive_watch import promql, query_window, scrape_once, scrape_window
+    from deployctl.load.passive_watch import promql, query_window, scrape_once, scrape_window
 
     canary, api_key = site.policy.canary, site.api_key()
     if canary.prometheus is not None:

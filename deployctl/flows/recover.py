@@ -18,9 +18,9 @@ from typing import Callable
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.live.protocols import Adapters
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import SECOND_START_ROLE, Evidence, Plan
-from deployctl.promote.records import Release
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import SECOND_START_ROLE, Evidence, Plan
+from deployctl.decisions.records import Release
 
 log = logging.getLogger("deployctl")
 

@@ -55,7 +55,7 @@ class WatchVerdict:
 
 @dataclass(frozen=True)
 class CheckVerdict:
-    """Another check's outcome in the same watch (``deployctl.live.canary.WatchCheck``)."""
+    """Another check's outcome in the same watch (``deployctl.flows.canary_watch.WatchCheck``)."""
 
     health: Health
     reasons: tuple[str, ...] = ()

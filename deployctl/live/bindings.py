@@ -1,5 +1,5 @@
 """The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, judge,
-gates, pre-flight (the benchmark's binding, ``LiveBench``, is in ``deployctl.live.measure``). Each class
+gates, pre-flight (the benchmark's binding, ``LiveBench``, is in ``deployctl.load.measure``). Each class
 translates into the runner's evidence types; the modules' own APIs stay theirs. ``live_adapters(site,
 profile)`` builds the set a promote runs with.
 """
@@ -23,13 +23,13 @@ from deployctl.judge.starts import (
 )
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.judge.verdict import Verdict
-from deployctl.live.measure import LiveBench
+from deployctl.load.measure import LiveBench
 from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
-from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
-from deployctl.live.site import Site
-from deployctl.promote.canary import ServerStart
-from deployctl.promote.evidence import (
+from deployctl.operations.restart import http_health_probe, read_startup, restart_and_wait
+from deployctl.operations.site import Site
+from deployctl.decisions.canary import ServerStart
+from deployctl.decisions.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,

@@ -1,11 +1,11 @@
 """The promote runner: act → record → advance, until the machine says it is over.
 
-It does each action of the machine (``deployctl.promote.machine``) through the protocols of
+It does each action of the machine (``deployctl.decisions.machine``) through the protocols of
 ``deployctl.live.protocols`` (``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``): tests script
 them, ``deployctl.live.bindings`` binds them to systemd, the journal and the load client. It writes to the
 ledger itself: before every action the machine's state and the action's intent, after it the outcome and
 the evidence. The plan, the lock and the release row come from the verb before the runner starts. A
-controller killed at any point leaves enough for ``deployctl.live.recovery`` to roll back or finish.
+controller killed at any point leaves enough for ``deployctl.flows.recover`` to roll back or finish.
 
 An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
 the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
@@ -31,9 +31,9 @@ from deployctl.live.baseline_steps import BaselineSteps
 from deployctl.live.verify_steps import VerifySteps
 from deployctl.outputgate.probes import shipped
 from deployctl.outputgate.verdict import decide
-from deployctl.promote import machine as m
-from deployctl.promote.decided import VERDICT_EVENT, Decided
-from deployctl.promote.evidence import JudgeResult, PromoteOutcome, bench_key, describe_action
+from deployctl.decisions import machine as m
+from deployctl.decisions.decided import VERDICT_EVENT, Decided
+from deployctl.decisions.evidence import JudgeResult, PromoteOutcome, bench_key, describe_action
 
 log = logging.getLogger("deployctl")
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 from deployctl.bench.result import BenchResult
 from deployctl.judge.outcome import Outcome as Verdict
 from deployctl.live.step_context import StepContext, unusable
-from deployctl.promote import machine as m
-from deployctl.promote.decided import VERDICT_EVENT, decided
-from deployctl.promote.evidence import SECOND_START_ROLE
+from deployctl.decisions import machine as m
+from deployctl.decisions.decided import VERDICT_EVENT, decided
+from deployctl.decisions.evidence import SECOND_START_ROLE
 
 
 class VerifySteps(StepContext):

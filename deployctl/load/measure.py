@@ -19,11 +19,11 @@ from deployctl.bench.result import BenchResult, merge_results
 from deployctl.bench.telemetry import render_telemetry, samples_to_dicts
 from deployctl.errors import DeployctlError
 from deployctl.inventory.policy import BenchPolicy
-from deployctl.live.restart import http_health_probe
-from deployctl.live.site import Site
+from deployctl.operations.restart import http_health_probe
+from deployctl.operations.site import Site
 
 if TYPE_CHECKING:
-    from deployctl.live.sweep import Progress
+    from deployctl.load.sweep import Progress
 
 log = logging.getLogger("deployctl")
 
@@ -43,8 +43,8 @@ async def measure(
 
     ``say`` hears once why GPU telemetry is unavailable (no NVML: a fact, not an error)."""
     # Imported here: the load client, NVML and psutil cost every other verb (status, history) their start-up.
-    from deployctl.live.sweep import run_sweep
-    from deployctl.live.telemetry import TelemetrySampler
+    from deployctl.load.sweep import run_sweep
+    from deployctl.load.telemetry import TelemetrySampler
 
     sampler = TelemetrySampler.for_server(url, simulated=simulated, pid=pid)
     if sampler.unavailable:

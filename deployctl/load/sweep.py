@@ -2,7 +2,7 @@
 
 ``run_sweep`` asks the server what it is (/server_info, /model_info), plans the sweep
 (``deployctl.bench.plan``), sends discarded warm-up requests, then runs each level's trials one after
-another (``deployctl.live.trial.run_trial``: closed loop, or open loop with a request rate) through the
+another (``deployctl.load.trial.run_trial``: closed loop, or open loop with a request rate) through the
 load transport (``deployctl.adapters.http_load``) and summarizes each trial (``deployctl.bench.metrics``).
 
 Stopping: set ``stop`` (the CLI does on Ctrl-C). In-flight requests are cancelled, the trial is kept
@@ -42,7 +42,7 @@ from deployctl.bench.result import (
     group_levels,
 )
 from deployctl.inventory.policy import BenchPolicy
-from deployctl.live.trial import run_trial, until_done_or_stopped
+from deployctl.load.trial import run_trial, until_done_or_stopped
 
 # None: the log could not be read (retractions then unknown, not zero).
 ServerLog = Callable[[float, float], Iterable[str] | None | Awaitable[Iterable[str] | None]]

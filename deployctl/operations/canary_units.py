@@ -20,8 +20,8 @@ from deployctl.adapters.transient import TransientService, timer_properties
 from deployctl.adapters.unitfiles import atomic_write
 from deployctl.errors import InputError, SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.live.site import Site
-from deployctl.units.escape import environment_assignment, exec_arg, list_item
+from deployctl.operations.site import Site
+from deployctl.unit_escape import environment_assignment, exec_arg, list_item
 
 CANARY_SERVICE = "deployctl-canary@.service"
 CANARY_TIMER = "deployctl-canary@.timer"
@@ -36,7 +36,7 @@ class Paths:
     textfile_dir: str | None = None
     unit_dir: str = "/etc/systemd/system"
     runtime_unit_dir: str = "/run/systemd/system.control"
-    backup_dir: str | None = None  # previous unit texts (deployctl.live.restart), when outside state_dir
+    backup_dir: str | None = None  # previous unit texts (deployctl.operations.restart), when outside state_dir
     # "read-only" when deployctl's interpreter or inventory lives under /home or /root (a pyenv Python,
     # a checkout in a home directory): "yes" would hide them and the unit would fail with 203/EXEC.
     protect_home: str = "yes"
@@ -54,7 +54,7 @@ def _common(paths: Paths, stop_s: int) -> str:
         writable.append(f"-{paths.textfile_dir}")
     env = {"DEPLOYCTL_INVENTORY": paths.inventory, "DEPLOYCTL_STATE_DIR": paths.state_dir, "NO_COLOR": "1",
            "PYTHONUNBUFFERED": "1", **({"DEPLOYCTL_TEXTFILE_DIR": paths.textfile_dir} if paths.textfile_dir else {})}
-    # Quoted and escaped (deployctl.units.escape): a path with a space stays one path, a "%" stays a "%".
+    # Quoted and escaped (deployctl.unit_escape): a path with a space stays one path, a "%" stays a "%".
     return (
         f"Environment={' '.join(_word(environment_assignment, k, v) for k, v in env.items())}\n"
         "# deployctl handles SIGTERM (`systemctl stop` = abort): time to roll back to the known-good unit and\n"
@@ -139,7 +139,7 @@ def promote_service(paths: Paths, stop_s: int) -> str:
     return (
         "# Run a promote as a service of its own, so it outlives the operator's SSH session and its log stays in\n"
         "# the journal:\n"
-        "#   echo 'PROFILE=candidate' > /etc/deployctl/promote-glm5.env\n"
+        "#   echo 'PROFILE=candidate' > /etc/deployctl/decisions-glm5.env\n"
         "#   systemctl start deployctl-promote@glm5.service\n"
         "#   journalctl -f -u deployctl-promote@glm5.service      # follow it; `deployctl show -d glm5` afterwards\n"
         "# A promote killed half-way is recovered by the next deployctl command on that deployment.\n"
@@ -149,7 +149,7 @@ def promote_service(paths: Paths, stop_s: int) -> str:
         "Wants=network-online.target\n"
         "\n[Service]\n"
         "Type=exec\n"
-        "EnvironmentFile=/etc/deployctl/promote-%i.env\n"
+        "EnvironmentFile=/etc/deployctl/decisions-%i.env\n"
         f"ExecStart={_word(_executable, paths.python)} -m deployctl promote ${{PROFILE}} -d %i\n"
         "# Exit codes 10 (rejected, rolled back) and 11 (inconclusive, baseline kept) are verdicts, not failures.\n"
         "SuccessExitStatus=10 11\n"

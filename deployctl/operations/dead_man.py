@@ -3,8 +3,8 @@
 Armed when a candidate is installed, disarmed when the promote ends (kept or rolled back). Every
 ``check_s`` seconds PID 1 runs ``deployctl recover --release N``: a free deployment lock means the
 controller died (SIGKILL, OOM, a crash), and recover rolls the unfinished release back through
-``deployctl.live.recovery`` with nobody at a keyboard; a held lock whose lease was not renewed for the
-policy's stall bound means a stuck controller, which is stopped (``deployctl.promote.dead_man`` decides).
+``deployctl.flows.recover`` with nobody at a keyboard; a held lock whose lease was not renewed for the
+policy's stall bound means a stuck controller, which is stopped (``deployctl.decisions.dead_man`` decides).
 
 Why a repeating timer that checks, and not a timer the controller re-arms, nor ``WatchdogSec=``:
 - re-arming a transient timer is a stop and a start (its ``OnActiveSec`` cannot be changed once it is
@@ -30,9 +30,9 @@ from typing import Mapping, Sequence
 
 from deployctl.adapters.transient import TransientService, dead_man_units, timer_properties
 from deployctl.errors import DeployctlError
-from deployctl.live.operation import WORKER_ENV, unit_environment
-from deployctl.live.restart import Endpoint
-from deployctl.promote.dead_man import Lease
+from deployctl.operations.operation import WORKER_ENV, unit_environment
+from deployctl.operations.restart import Endpoint
+from deployctl.decisions.dead_man import Lease
 
 log = logging.getLogger("deployctl")
 

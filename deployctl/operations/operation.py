@@ -34,7 +34,7 @@ from deployctl.adapters.journal import decode_message, journal_argv
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.transient import TransientService, escape_unit_part, operation_unit
 from deployctl.errors import Busy, ExitCode, InputError, SystemdError, UnitExists
-from deployctl.live.restart import Endpoint
+from deployctl.operations.restart import Endpoint
 
 WORKER_ENV = "DEPLOYCTL_OPERATION"
 RESULT_ENV = "DEPLOYCTL_OPERATION_RESULT"  # where the worker writes its exit code (next to its record)

@@ -30,7 +30,7 @@ from deployctl.adapters.unitfiles import (
     UnitFiles,
 )
 from deployctl.errors import UnitNotFound
-from deployctl.live.ready_wait import Clock, Probe, wait_ready
+from deployctl.operations.ready_wait import Clock, Probe, wait_ready
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import READY_LINE, Crashed, ReadyOutcome
 from deployctl.units.state import UnitState

@@ -1,5 +1,5 @@
 """``Site`` gathers what every promote-family verb needs about one deployment: the inventory, the policy,
-the URL, where systemd and the unit files are (``deployctl.live.restart.Endpoint``: the host's, or a sandbox's
+the URL, where systemd and the unit files are (``deployctl.operations.restart.Endpoint``: the host's, or a sandbox's
 via ``DEPLOYCTL_*`` variables), and the state directory of the ledger and locks; ``Site.plan_for`` builds
 every ``Plan`` (promote, rollback, recovery) and ``server_url`` is the one rule for where the server answers.
 """
@@ -26,8 +26,8 @@ from deployctl.inventory.model import (
     resolve_profile,
 )
 from deployctl.inventory.policy import Policy
-from deployctl.live.restart import Endpoint
-from deployctl.promote.evidence import Plan
+from deployctl.operations.restart import Endpoint
+from deployctl.decisions.evidence import Plan
 from deployctl.units.profilediff import ProfileDiff, diff_profiles, format_profile_diff
 from deployctl.units.render import RenderedUnit, render_unit
 from deployctl.units.stamp import unit_hash

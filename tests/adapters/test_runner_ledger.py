@@ -21,10 +21,10 @@ from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, RollbackFailed
 from deployctl.judge.outcome import Outcome
-from deployctl.live.recovery import recover, recovery_plan
+from deployctl.flows.recover import recover, recovery_plan
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import JudgeResult
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import JudgeResult
 
 
 def _begin(ledger: Ledger) -> tuple[int, int]:

@@ -14,7 +14,7 @@ from deployctl.errors import SystemdError, UnitNotFound
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.live.protocols import Adapters
-from deployctl.promote.evidence import (
+from deployctl.decisions.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,

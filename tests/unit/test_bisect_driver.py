@@ -13,11 +13,11 @@ from deployctl.inventory.policy import BisectPolicy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.live.bisect import Bisector, Step, observe
-from deployctl.promote import machine as m
-from deployctl.promote.bisect_changes import Change
-from deployctl.promote.bisect_search import Observation, Search, Trial
-from deployctl.promote.evidence import Evidence, PromoteOutcome
+from deployctl.flows.bisect import Bisector, Step, observe
+from deployctl.decisions import machine as m
+from deployctl.decisions.bisect_changes import Change
+from deployctl.decisions.bisect_search import Observation, Search, Trial
+from deployctl.decisions.evidence import Evidence, PromoteOutcome
 
 CHANGES = tuple(Change(flags={f"flag-{i}": True}, texts=(f"+ --flag-{i}",)) for i in range(4))
 

@@ -12,9 +12,9 @@ from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.improvement import improvement_verdict
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.verdict import judge
-from deployctl.promote import machine as m
-from deployctl.promote.canary import Judged, decide_rollback, earlier_release
-from deployctl.promote.records import Release
+from deployctl.decisions import machine as m
+from deployctl.decisions.canary import Judged, decide_rollback, earlier_release
+from deployctl.decisions.records import Release
 
 NOW = datetime(2026, 12, 5, 3, 0)  # a Saturday, 03:00
 

@@ -8,7 +8,7 @@ import pytest
 
 from deployctl.errors import ExitCode
 from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.promote import machine as m
+from deployctl.decisions import machine as m
 
 OK = m.Succeeded()
 

@@ -19,12 +19,12 @@ from deployctl.adapters.transient import (
     operation_unit,
     timer_properties,
 )
-from deployctl.commands._remote import remote_argv, strip_options
-from deployctl.commands._upload import upload_directory
+from deployctl.console.remote import remote_argv, strip_options
+from deployctl.console.upload import upload_directory
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.inventory.policy import Policy
 from deployctl.judge.outcome import Outcome
-from deployctl.live.operation import (
+from deployctl.operations.operation import (
     RESULT_ENV,
     WORKER_ENV,
     OperationRecord,
@@ -33,9 +33,9 @@ from deployctl.live.operation import (
     unit_environment,
 )
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.dead_man import MARGIN_S, Lease, Verdict, check_s, describe, judge_alive, stall_s
-from deployctl.promote.evidence import JudgeResult
+from deployctl.decisions import machine as m
+from deployctl.decisions.dead_man import MARGIN_S, Lease, Verdict, check_s, describe, judge_alive, stall_s
+from deployctl.decisions.evidence import JudgeResult
 
 # --- transient units ------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ def test_the_verb_script_writes_the_inventory_privately_and_hands_it_to_the_exec
     import subprocess
     from pathlib import Path
 
-    from deployctl.commands._remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
+    from deployctl.console.remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
 
     inventory = b"# it's 'quoted' $(and) `not run`\nhosts: {}\n"
     script = verb_script(["sh", "-c", 'stat -c %a "$(dirname "$1")"; cat "$1"; echo "$1"', "sh", UPLOADED], inventory)

@@ -6,14 +6,14 @@ import io
 
 from support.promote import bench, memory_ledger, plan
 
-from deployctl.commands.output import TerminalProgress, emit
+from deployctl.console.output import TerminalProgress, emit
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
-from deployctl.promote.state import PHASE_WIDTH
-from deployctl.promote.report import (
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
+from deployctl.decisions.state import PHASE_WIDTH
+from deployctl.decisions.report import (
     history_lines,
     level_rows,
     outcome_json,
@@ -166,7 +166,7 @@ def test_emit_plain_when_not_a_terminal():
 
 def test_live_release_line():
     from deployctl.adapters.ledger import live_release
-    from deployctl.promote.report import live_release_line
+    from deployctl.decisions.report import live_release_line
 
     with memory_ledger() as led:
         assert "none recorded" in live_release_line(live_release(led, "qwen"))
@@ -191,7 +191,7 @@ def test_telemetry_per_level_baseline_beside_candidate_with_the_levels_notes():
     from dataclasses import replace
 
     from deployctl.bench.result import LevelResult, LevelTelemetry
-    from deployctl.promote.report import telemetry_lines
+    from deployctl.decisions.report import telemetry_lines
 
     def with_telemetry(result, watts, notes=()):
         levels = tuple(LevelResult(lv.concurrency, tuple(

@@ -20,11 +20,11 @@ from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
 from deployctl.live.bindings import LiveJudge
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.canary import ServerStart, WatchStart
-from deployctl.promote.decided import decided
-from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
-from deployctl.promote.report import outcome_json, outcome_lines
+from deployctl.decisions import machine as m
+from deployctl.decisions.canary import ServerStart, WatchStart
+from deployctl.decisions.decided import decided
+from deployctl.decisions.evidence import GateResult, JudgeResult, StartOutcome, bench_key
+from deployctl.decisions.report import outcome_json, outcome_lines
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.live.recovery import recover, recovery_plan
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import SECOND_START_ROLE, StartOutcome
+from deployctl.flows.recover import recover, recovery_plan
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import SECOND_START_ROLE, StartOutcome
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from typing import Sequence
 
 from deployctl.adapters.ledger.benchmarks import bench_row
 from deployctl.adapters.ledger.store import Store, placeholders
-from deployctl.promote.evidence import SECOND_START_ROLE
-from deployctl.promote.records import StoredRestartPair
+from deployctl.decisions.evidence import SECOND_START_ROLE
+from deployctl.decisions.records import StoredRestartPair
 
 
 class RestartPairs(Store):
