@@ -11,6 +11,7 @@ from deployctl.errors import UsageError
 from deployctl.operations.operation import attach
 from deployctl.operations.restart import Endpoint
 
+
 NAME = "attach"
 HELP = "follow a promote or rollback started with --in-unit (or over -H) again, and get its exit code"
 DESCRIPTION = """\

@@ -19,6 +19,7 @@ from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import BenchPolicy
 from deployctl.load.measure import measure
 
+
 if TYPE_CHECKING:  # the sweep brings httpx: `deployctl --help` loads this module and never measures
     from deployctl.load.sweep import Progress
 

@@ -20,6 +20,7 @@ from deployctl.adapters.ledger import resolve_state_dir
 from deployctl.errors import EnvironmentUnfit, UsageError
 from deployctl.shipped import shipped
 
+
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
 DESCRIPTION = """\

@@ -15,6 +15,7 @@ from deployctl.inventory.model import resolve_profile
 from deployctl.units.profilediff import diff_profiles, format_profile_diff
 from deployctl.units.render import render_unit
 
+
 NAME = "diff"
 HELP = "show the flags and environment that differ between two profiles"
 DESCRIPTION = """\

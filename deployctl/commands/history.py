@@ -6,11 +6,12 @@ import argparse
 
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.console.inventory_args import load_inventory_from_args
-from deployctl.console.release_verbs import existing_state_dir
 from deployctl.console.options import add_deployment
 from deployctl.console.output import emit, emit_json
-from deployctl.errors import DeployctlError, InputError
+from deployctl.console.release_verbs import existing_state_dir
 from deployctl.decisions.report import history_lines
+from deployctl.errors import DeployctlError, InputError
+
 
 NAME = "history"
 HELP = "list the releases (promotes, rollbacks, adoptions) recorded in the ledger"

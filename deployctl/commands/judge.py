@@ -13,10 +13,11 @@ from pydantic import ValidationError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.marked_yaml import load_marked
-from deployctl.inventory.pydantic_problems import pydantic_problems
-from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.policy import JudgePolicy
+from deployctl.inventory.problems import InventoryInvalid, Problem
+from deployctl.inventory.pydantic_problems import pydantic_problems
 from deployctl.judge.outcome import Outcome
+
 
 NAME = "judge"
 HELP = "judge a candidate's benchmark against a baseline's (stored JSON), as promote would"

@@ -10,6 +10,7 @@ from deployctl.console.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.polkit import polkit_rule
 
+
 NAME = "polkit-rule"
 HELP = "print the polkit rule for the inventory's units"
 DESCRIPTION = """\

@@ -13,6 +13,7 @@ from deployctl.console.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.render import render_unit
 
+
 NAME = "render"
 HELP = "print the systemd unit of a deployment profile"
 DESCRIPTION = """\

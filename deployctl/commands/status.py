@@ -13,19 +13,15 @@ from dataclasses import dataclass
 from deployctl.adapters.ledger import LedgerError
 from deployctl.adapters.unitfiles import UnitFile
 from deployctl.console.inventory_args import load_inventory_from_args
-from deployctl.console.release_verbs import (
-    add_site_arguments,
-    existing_state_dir,
-    read_live_release,
-    recover_now,
-)
 from deployctl.console.output import TerminalProgress
-from deployctl.errors import ExitCode
-from deployctl.flows.recover import Recovered, failed_recovery_hint
-from deployctl.operations.site import Site, make_site
+from deployctl.console.release_verbs import add_site_arguments, existing_state_dir, read_live_release
 from deployctl.decisions.records import Release
+from deployctl.errors import ExitCode
+from deployctl.flows.recover import Recovered, failed_recovery_hint, recover_now
+from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import read_stamp
 from deployctl.units.state import UnitState
+
 
 NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"

@@ -12,6 +12,7 @@ from deployctl.inventory.model import resolve_profile
 from deployctl.preflight.run import unshipped_flag_findings
 from deployctl.units.render import render_unit
 
+
 NAME = "validate"
 HELP = "check the inventory; list every problem with file, line and key path"
 DESCRIPTION = """\

@@ -6,8 +6,8 @@ Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import asyncio
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -16,11 +16,12 @@ from deployctl.adapters.lock import is_alive
 from deployctl.console.inventory_args import inventory_path
 from deployctl.console.remote import ORIGIN_ENV
 from deployctl.console.upload import lasting_copy, owned
+from deployctl.decisions.dead_man import MARGIN_S, check_s, stall_s
 from deployctl.errors import Busy
 from deployctl.operations.dead_man import DeadMan
 from deployctl.operations.operation import OperationRecord, follow, launch, new_operation_id, worker_service
 from deployctl.operations.site import Site
-from deployctl.decisions.dead_man import MARGIN_S, check_s, stall_s
+
 
 IN_UNIT = "--in-unit"
 ABORT_ON_INTERRUPT = "--abort-on-interrupt"

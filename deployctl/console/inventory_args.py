@@ -12,6 +12,7 @@ from deployctl.console.options import inventory_path, profile_for_lone_word
 from deployctl.errors import InputError
 from deployctl.inventory.model import Inventory, load_inventory
 
+
 __all__ = ["deployment_name", "inventory_path", "load_inventory_from_args", "use_colour"]
 
 

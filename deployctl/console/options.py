@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from deployctl.errors import UsageError
 
+
 DEFAULT_INVENTORY = "/etc/deployctl/inventory.yaml"
 INVENTORY_ENV = "DEPLOYCTL_INVENTORY"
 DEPLOYMENT_HELP = "the deployment (optional when the inventory has only one)"

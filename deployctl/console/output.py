@@ -10,11 +10,11 @@ import sys
 import time
 from typing import Any, Sequence, TextIO
 
-from deployctl.judge.outcome import LevelState
 from deployctl.decisions import machine as m
 from deployctl.decisions.evidence import LevelRow
 from deployctl.decisions.report import num, table_lines
 from deployctl.decisions.state import PHASE_WIDTH
+from deployctl.judge.outcome import LevelState
 
 
 def emit(lines: Sequence[str], *, stream: TextIO | None = None, rows: Sequence[LevelRow] = ()) -> None:

@@ -7,8 +7,8 @@ import argparse
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.console.options import complete_deployments, complete_releases
-from deployctl.errors import InputError, UsageError
 from deployctl.decisions.records import Release
+from deployctl.errors import InputError, UsageError
 
 
 def add_release_arguments(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, *,

@@ -7,41 +7,22 @@ Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from deployctl.adapters.ledger import (
-    LEDGER_FILE,
-    Ledger,
-    live_release,
-    resolve_state_dir,
-    who_from_env,
-)
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger, live_release, resolve_state_dir, who_from_env
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.console.inventory_args import load_inventory_from_args
-from deployctl.console.options import (
-    DEPLOYMENT_HELP,
-    add_deployment,
-    add_profile,
-    complete_profiles,
-)
-from deployctl.errors import Busy, InputError, RollbackFailed
-from deployctl.inventory.policy import Policy
-from deployctl.live.protocols import Adapters, Progress
-from deployctl.flows.recover import (
-    Recovered,
-    failed_recovery_hint,
-    recover,
-    recovery_plan,
-)
-from deployctl.operations.site import Site, make_site
+from deployctl.console.options import DEPLOYMENT_HELP, add_deployment, add_profile, complete_profiles
 from deployctl.decisions import machine as m
 from deployctl.decisions.records import Release
 from deployctl.decisions.report import live_release_line
+from deployctl.errors import Busy, InputError
+from deployctl.inventory.policy import Policy
+from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import unit_hash
 
 
@@ -136,81 +117,9 @@ def adopt_installed(ledger: Ledger, site: Site) -> int | None:
     )
 
 
-async def recover_outcomes(ledger: Ledger, site: Site, adapters: Adapters, verb: str) -> list[Recovered]:
-    """Resume any promote of this deployment a dead controller left unfinished (the lock is held)."""
-    if not ledger.unfinished(site.name):
-        return []
-    return await recover(ledger, site.name, adapters,
-                         lambda release: recovery_plan(ledger, release, site.known_good_plan()), verb)
-
-
-async def recover_first(ledger: Ledger, site: Site, adapters: Adapters, verb: str) -> list[str]:
-    """Recover as ``recover_outcomes``; a recovery that could not bring the known-good back stops the verb
-    with exit 12 (a promote must not start on a host whose rollback failed)."""
-    recovered = await recover_outcomes(ledger, site, adapters, verb)
-    refuse_if_failed(site, recovered)
-    return [r.line for r in recovered]
-
-
-async def refuse_after_failed_rollback(ledger: Ledger, site: Site, adapters: Adapters) -> None:
-    """Exit 12 before a new promote when the last one ended in ROLLBACK_FAILED and the server still does not
-    answer: trying a candidate against a known-good that is not running would judge nothing."""
-    last = ledger.history(site.name, 1)
-    if last and last[0].result == m.Result.ROLLBACK_FAILED.value and not await adapters.bench.healthy(site.url):
-        raise RollbackFailed(f"release {last[0].id} ended in ROLLBACK FAILED and {site.url}/health still does not"
-                             " answer: no promote starts on a host whose known-good unit is down",
-                             hint=failed_recovery_hint(site.name))
-
-
-def refuse_if_failed(site: Site, recovered: list[Recovered]) -> None:
-    if any(r.failed for r in recovered):
-        raise RollbackFailed("; ".join(r.line for r in recovered), hint=failed_recovery_hint(site.name))
-
-
 def say(lines: list[str]) -> None:
     for line in lines:
         print(line, file=sys.stderr)
-
-
-def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list[Recovered]:
-    """For verbs outside this family (``status``): recover if a dead controller left work, else nothing.
-
-    When another live process holds the lock, it is not dead: nothing to do.
-    """
-    if not (site.state_dir / LEDGER_FILE).exists():
-        return []  # deployctl never promoted anything here (and a read-only caller must not create it)
-    if not os.access(site.state_dir, os.W_OK):
-        # A non-root operator can neither read the WAL ledger nor recover; status shows a leftover trial.
-        return []
-    with Ledger.open(site.state_dir) as ledger:
-        if not ledger.unfinished(site.name):
-            return []
-        try:
-            with locked(site, verb):
-                return asyncio.run(_recover_with_adapters(ledger, site, verb, progress))
-        except Busy:
-            return []
-
-
-def recover_held(site: Site, verb: str, progress: Progress | None = None) -> list[Recovered]:
-    """``recover_now`` for a verb that already holds the deployment's lock (``restart``)."""
-    if not (site.state_dir / LEDGER_FILE).exists():
-        return []
-    with Ledger.open(site.state_dir) as ledger:
-        if not ledger.unfinished(site.name):
-            return []
-        return asyncio.run(_recover_with_adapters(ledger, site, verb, progress))
-
-
-async def _recover_with_adapters(ledger: Ledger, site: Site, verb: str,
-                                 progress: Progress | None) -> list[Recovered]:
-    # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which the read-only
-    # verbs that share this module (history, show, status with nothing to recover) never need
-    # (benchmarks/cli_startup.py).
-    from deployctl.live.bindings import live_adapters
-
-    async with live_adapters(site, None, progress) as adapters:
-        return await recover_outcomes(ledger, site, adapters, verb)
 
 
 def read_live_release(site: Site) -> tuple[Release | None, str]:

@@ -44,9 +44,10 @@ from deployctl.adapters.ssh import (
     start,
     stream,
 )
-from deployctl.console.upload import UPLOAD_OPTION
 from deployctl.console.options import INVENTORY_ENV, inventory_path
+from deployctl.console.upload import UPLOAD_OPTION
 from deployctl.errors import ExitCode, InputError, RemoteError
+
 
 REMOTE_COMMAND_ENV = "DEPLOYCTL_REMOTE_COMMAND"  # the deployctl on the host, e.g. "sudo deployctl"
 SSH_OPTIONS_ENV = "DEPLOYCTL_SSH_OPTIONS"  # more ssh options, e.g. "-i ~/.ssh/deploy_key"

@@ -23,6 +23,7 @@ from types import FrameType
 from deployctl.console.options import inventory_path
 from deployctl.errors import InputError, UsageError
 
+
 UPLOAD_OPTION = "--uploaded-inventory"
 # What `mktemp -d /tmp/deployctl-inventory.XXXXXX` makes, and nothing else: the only path ever removed.
 _UPLOADED = re.compile(r"/tmp/deployctl-inventory\.[A-Za-z0-9]{6}/inventory\.yaml")

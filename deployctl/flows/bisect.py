@@ -13,14 +13,14 @@ kept only if it passes. The inventory is never edited: the survivor is printed a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.inventory.model import Profile, resolve_profile
-from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.live.protocols import Guard, Progress
-from deployctl.operations.site import Site
+from deployctl.adapters.lock import DeploymentLock
+from deployctl.console.output import TerminalProgress
+from deployctl.console.release_verbs import adopt_installed, limits, say, who
 from deployctl.decisions import machine as m
 from deployctl.decisions.bisect_changes import (
     Change,
@@ -30,61 +30,26 @@ from deployctl.decisions.bisect_changes import (
     profile_yaml,
     startup_blame,
 )
-from deployctl.decisions.bisect_search import Culprit, Finding, Observation, Search, Trial
+from deployctl.decisions.bisect_report import BisectOutcome, Step
+from deployctl.decisions.bisect_search import Observation, Search, Trial
 from deployctl.decisions.evidence import Evidence, PromoteOutcome
+from deployctl.errors import InputError
+from deployctl.flows.abort import abort_on_signals
+from deployctl.flows.recover import recover_first
+from deployctl.inventory.model import Profile, resolve_profile
+from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.live.protocols import Guard, Progress
+from deployctl.operations.site import Site
+from deployctl.preflight import run_preflight
 from deployctl.startup.diff import diff_startups
 from deployctl.startup.report import StartupReport
 from deployctl.units.profilediff import diff_profiles
+
 
 if TYPE_CHECKING:
     from deployctl.live.runner import Runner
 
 _PASSED = (m.Result.KEPT, m.Result.PASSED)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One trial as it ran: what it tried, its release, what it cost and what it said."""
-
-    trial: Trial
-    profile: str
-    release_id: int
-    result: str
-    observation: Observation
-    restarts: int
-    bench_s: float
-    wall_s: float
-
-
-@dataclass
-class BisectOutcome:
-    deployment: str
-    profile: str
-    base: str  # the live profile the changes are laid over
-    changes: tuple[Change, ...]
-    steps: list[Step] = field(default_factory=list)
-    finding: Finding | None = None
-    stopped: str | None = None  # why the search ended early (budget, abort, a failed rollback)
-    exit_code: int = 0
-    survivor_name: str | None = None
-    survivor_yaml: str | None = None
-    blamed_before: tuple[int, ...] = ()  # blamed by the candidate's own startup facts, no trial needed
-    blamed_so_far: tuple[Culprit, ...] = ()  # when the search stopped early: what it had blamed by then
-    # subsets no trial decided (inconclusive after every re-measurement, or when the budget ran out)
-    undecided: tuple[frozenset[int], ...] = ()
-    wall_s: float = 0.0
-
-    @property
-    def restarts(self) -> int:
-        return sum(s.restarts for s in self.steps)
-
-    @property
-    def benchmarked(self) -> int:
-        return sum(1 for s in self.steps if s.observation.benchmarked)
-
-    @property
-    def bench_s(self) -> float:
-        return sum(s.bench_s for s in self.steps)
 
 
 def search_changes(site: Site, profile: str, base: str) -> tuple[Change, ...]:
@@ -281,3 +246,65 @@ class Bisector:
         restarts += sum(1 for note in outcome.state.done if note.startswith("rolled back"))
         return Step(trial, name, release_id, outcome.state.result.value if outcome.state.result else "unknown", obs,
                     restarts, outcome.evidence.timings.get("traffic", 0.0), self.clock() - t0)
+
+
+BASELINE_MAX_AGE_S = 3600.0
+
+
+def installed_base(site: Site) -> str:
+    known = site.unit_files().known_good(site.unit)
+    if known is None:
+        raise InputError(f"{site.unit} is not installed: a bisect needs a known-good unit",
+                         hint=f"`deployctl restart {site.name} --profile baseline`")
+    if not known.profile or known.profile not in site.deployment.profiles:
+        raise InputError(f"the installed unit's profile {known.profile or '?'} is not in the inventory: "
+                         "the changes are counted from it", hint="add it back to the inventory")
+    return known.profile
+
+
+def likely_harmless(site: Site, profile: str, changes: tuple[Change, ...]) -> frozenset[int]:
+    """Changes pre-flight calls no-ops on this host: tried first on the passing side."""
+    report = run_preflight(site.inv, site.name, profile, default_python=site.default_python)
+    noops = [f.message for f in report.warnings if "no-effect" in f.code or "no effect" in f.message]
+    return frozenset(i for i, c in enumerate(changes)
+                     if any(f"--{name}" in text.split() for name in c.flags for text in noops))
+
+
+async def bisect(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
+                 fresh_baseline: bool = False, rejected: PromoteOutcome | None = None,
+                 ledger: Ledger | None = None, guard: Guard | None = None, output_gate: bool = True) -> BisectOutcome:
+    """The whole bisect under a held lock. ``rejected``: the promote of ``profile`` that just failed."""
+    if ledger is None:
+        with Ledger.open(site.state_dir) as opened:
+            return await bisect(site, profile, lock, preflight=preflight, fresh_baseline=fresh_baseline,
+                                rejected=rejected, ledger=opened, guard=guard)
+    # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which `deployctl
+    # --help` would pay for at start-up (benchmarks/cli_startup.py).
+    from deployctl.live.bindings import live_adapters
+
+    progress = TerminalProgress()
+    async with live_adapters(site, profile, progress, preflight=False) as adapters:
+        say(await recover_first(ledger, site, adapters, "bisect"))
+    site.refuse_leftover_trial()
+    base = installed_base(site)
+    changes = search_changes(site, profile, base)
+    if not changes:
+        raise InputError(f"{profile} changes nothing against the live profile {base}: nothing to bisect")
+    plan = site.plan(profile)
+    everything = frozenset(range(len(changes)))
+    candidate: Observation | None
+    if rejected is not None:
+        candidate = observe(rejected, changes, everything, site)
+    else:
+        candidate = recorded_rejection(ledger, site, plan.candidate_hash, plan.known_good_hash, changes,
+                                       BASELINE_MAX_AGE_S, time.time())
+    harmless = likely_harmless(site, profile, changes) if preflight else frozenset()
+    previous = adopt_installed(ledger, site)
+    bisector = Bisector(ledger, site, profile, base, limits(site.policy, preflight=preflight, output_gate=output_gate),
+                        who(), previous,
+                        progress, time.monotonic, preflight=preflight, baseline_max_age_s=BASELINE_MAX_AGE_S,
+                        fresh_baseline=fresh_baseline, guard=guard)
+    abort_on_signals(bisector, lock, "bisect")
+    out = await bisector.run(Search(len(changes), candidate=candidate, likely_harmless=harmless), changes)
+    out.blamed_before = tuple(sorted(candidate.startup_blamed)) if candidate else ()
+    return out

@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.errors import ExitCode
 from deployctl.console.release_verbs import limits, who
-from deployctl.commands.promote import abort_on_signals
-from deployctl.commands.rollback import text_of
-from deployctl.flows.canary_watch import ROLLBACK_KIND, TRIED, WatchReport
-from deployctl.live.protocols import Guard
-from deployctl.operations.site import Site
 from deployctl.decisions import machine as m
 from deployctl.decisions.evidence import Evidence, PromoteOutcome
 from deployctl.decisions.records import Release
+from deployctl.errors import ExitCode
+from deployctl.flows.abort import abort_on_signals
+from deployctl.flows.canary_watch import ROLLBACK_KIND, TRIED, WatchReport
+from deployctl.flows.rollback import text_of
+from deployctl.live.protocols import Guard
+from deployctl.operations.site import Site
 
 
 def watch_site(site: Site) -> Site:

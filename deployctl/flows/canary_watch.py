@@ -17,15 +17,16 @@ from typing import Any, NamedTuple, Protocol, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
+from deployctl.decisions.canary import Judged, ServerStart, WatchStart, version_identity
+from deployctl.decisions.evidence import bench_key, version_key
+from deployctl.decisions.records import Release
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.protocols import Adapters
 from deployctl.operations.site import Site
-from deployctl.decisions.canary import Judged, ServerStart, WatchStart, version_identity
-from deployctl.decisions.evidence import bench_key, version_key
-from deployctl.decisions.records import Release
 from deployctl.startup.report import StartupReport
+
 
 WATCH = "watch"  # a synthetic watch (a sweep of ours): a benchmark row of the live release
 PASSIVE_WATCH = "passive-watch"  # a watch read from the server's own /metrics under its users' load

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployctl.commands.bisect import likely_harmless
+from deployctl.flows.bisect import likely_harmless
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
 from deployctl.flows.bisect import search_changes

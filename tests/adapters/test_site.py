@@ -67,7 +67,7 @@ def test_a_leftover_trial_is_refused(site):
 
 
 def test_recover_now_does_nothing_where_deployctl_never_ran(site):
-    from deployctl.console.release_verbs import recover_now
+    from deployctl.flows.recover import recover_now
 
     assert recover_now(site, "status") == []
     assert not site.state_dir.exists()

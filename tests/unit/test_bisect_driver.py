@@ -7,13 +7,14 @@ from types import SimpleNamespace
 
 from support.promote import plan
 
-from deployctl.commands.bisect import outcome_lines
+from deployctl.decisions.bisect_report import outcome_lines
 from deployctl.errors import ExitCode
 from deployctl.inventory.policy import BisectPolicy
 from deployctl.judge.outcome import Outcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.flows.bisect import Bisector, Step, observe
+from deployctl.flows.bisect import Bisector, observe
+from deployctl.decisions.bisect_report import Step
 from deployctl.decisions import machine as m
 from deployctl.decisions.bisect_changes import Change
 from deployctl.decisions.bisect_search import Observation, Search, Trial

@@ -94,7 +94,7 @@ def test_canary_levels_must_be_measured_levels():
 
 
 def test_the_most_serious_outcome_is_the_exit_code():
-    from deployctl.commands.canary import VERDICT, most_serious
+    from deployctl.flows.canary import VERDICT, most_serious
     from deployctl.errors import ExitCode
 
     assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
