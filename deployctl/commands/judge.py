@@ -16,7 +16,7 @@ from deployctl.inventory.marked_yaml import load_marked
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.pydantic_problems import pydantic_problems
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 
 
 NAME = "judge"
@@ -37,10 +37,10 @@ exit status: 0 PASS · 10 FAIL · 11 INCONCLUSIVE or INVALID · 2 unreadable inp
 """
 
 _EXIT = {
-    Outcome.PASS: ExitCode.OK,
-    Outcome.FAIL: ExitCode.REJECTED,
-    Outcome.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
-    Outcome.INVALID: ExitCode.INCONCLUSIVE,
+    JudgeOutcome.PASS: ExitCode.OK,
+    JudgeOutcome.FAIL: ExitCode.REJECTED,
+    JudgeOutcome.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+    JudgeOutcome.INVALID: ExitCode.INCONCLUSIVE,
 }
 
 

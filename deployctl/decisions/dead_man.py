@@ -53,25 +53,25 @@ class Lease:
     stall_s: float
 
 
-class Verdict(enum.Enum):
+class LeaseAction(enum.Enum):
     WAIT = "wait"  # alive and making progress
     TERMINATE = "terminate"  # stuck: SIGTERM, it rolls back itself
     KILL = "kill"  # stuck and deaf to SIGTERM: SIGKILL, the next check rolls back
 
 
-def judge_alive(lease: Lease | None, now: float) -> Verdict:
+def judge_alive(lease: Lease | None, now: float) -> LeaseAction:
     """What to do about a controller that is alive (holds the lock), from its lease.
 
     No lease (a controller that armed before it could write one, or a deployctl that writes none) is
     judged by the lock alone: alive, so wait."""
     if lease is None:
-        return Verdict.WAIT
+        return LeaseAction.WAIT
     idle = now - lease.renewed
     if idle >= 2 * lease.stall_s:
-        return Verdict.KILL
+        return LeaseAction.KILL
     if idle >= lease.stall_s:
-        return Verdict.TERMINATE
-    return Verdict.WAIT
+        return LeaseAction.TERMINATE
+    return LeaseAction.WAIT
 
 
 def describe(policy: Policy) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import Policy
-from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.reuse import BaselineFingerprint, ReuseAccount
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.outputgate.verdict import OutputVerdict
@@ -102,7 +102,7 @@ class LevelRow:
 
 @dataclass(frozen=True)
 class JudgeResult:
-    outcome: Outcome
+    outcome: JudgeOutcome
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     levels: tuple[LevelRow, ...] = ()

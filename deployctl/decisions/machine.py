@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.decisions.state import TERMINAL, Limits, Phase, Result, State
 from deployctl.decisions.steps import (
     Action,
@@ -219,13 +219,13 @@ def _judge(state: State, outcome: Outcome) -> State:
     _expect(outcome, Judged, phase=state.phase)
     assert isinstance(outcome, Judged)
     verdict = outcome.outcome
-    if verdict is Verdict.PASS:
+    if verdict is JudgeOutcome.PASS:
         return _pass(state, outcome.reasons)
-    if verdict is Verdict.FAIL:
+    if verdict is JudgeOutcome.FAIL:
         return _second_start(_reject(state, outcome.reasons), outcome.over_starts, outcome.starts)
-    if verdict is Verdict.INVALID:
+    if verdict is JudgeOutcome.INVALID:
         return _reject(state, outcome.reasons)
-    if verdict is not Verdict.INCONCLUSIVE:
+    if verdict is not JudgeOutcome.INCONCLUSIVE:
         raise ValueError(f"unknown verdict {outcome.outcome!r}")
     if outcome.more_trials and state.bench_round < state.limits.bench_rounds:
         return replace(state, phase=Phase.BENCH, more_trials=outcome.more_trials)
@@ -277,11 +277,11 @@ def _outputs(state: State, outcome: Outcome) -> State:
     """The output gate after a passing verdict: only PASS goes on; an undecided gate never keeps."""
     _expect(outcome, OutputsChecked, phase=state.phase)
     assert isinstance(outcome, OutputsChecked)
-    if outcome.outcome is Verdict.PASS:
+    if outcome.outcome is JudgeOutcome.PASS:
         if state.bench_round == 0:  # the gate ran first: the benchmark is next
             return replace(state, phase=Phase.BENCH, reasons=state.reasons + outcome.reasons)
         return _passed(state, outcome.reasons)
-    if outcome.outcome is Verdict.INCONCLUSIVE:
+    if outcome.outcome is JudgeOutcome.INCONCLUSIVE:
         return _rollback(state, Result.INCONCLUSIVE, outcome.reasons + ("the output gate keeps the baseline",))
     return _reject(state, outcome.reasons)
 
@@ -336,7 +336,7 @@ def _verify(state: State, outcome: Outcome) -> State:
     return replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
 
 
-def _over_starts(state: State, outcome: Verified, starts: Verdict) -> State:
+def _over_starts(state: State, outcome: Verified, starts: JudgeOutcome) -> State:
     """The rolled-back verdict decided over server starts: the baseline's two or three (before the promote,
     after the rollback, restarted in place there), the candidate's one to three (restarted before the rollback).
 
@@ -345,11 +345,11 @@ def _over_starts(state: State, outcome: Verified, starts: Verdict) -> State:
     INCONCLUSIVE: never rejected on a FAIL that a slower server start could explain."""
     done = replace(state, phase=Phase.DONE, drift=outcome.drift, reasons=state.reasons + outcome.reasons)
     n = outcome.baseline_starts
-    if starts is Verdict.FAIL and not outcome.drift:
+    if starts is JudgeOutcome.FAIL and not outcome.drift:
         return replace(done, result=Result.REJECTED, reasons=done.reasons + (
             "rejected: worse beyond the limit against the baseline on "
             + ("both of its server starts" if n == 2 else f"all {starts_word(n)} of its server starts"),))
-    if starts is Verdict.FAIL:
+    if starts is JudgeOutcome.FAIL:
         why = ("inconclusive, not rejected: the restored baseline drifted beyond the limit, so the environment "
                "may explain the candidate's result; run it again when the host is steady")
     elif state.result is Result.REJECTED:

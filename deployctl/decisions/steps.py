@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class Confirmed:
 
 @dataclass(frozen=True)
 class Judged:
-    outcome: Verdict
+    outcome: JudgeOutcome
     reasons: tuple[str, ...] = ()
     more_trials: tuple[tuple[int, int], ...] = ()
     # The plan of the candidate's second start and the rollback's verification when a rollback on this verdict
@@ -147,7 +147,7 @@ class Judged:
 class OutputsChecked:
     """The output gate's verdict: PASS, FAIL ("output changed: …"), INCONCLUSIVE or INVALID (not measured)."""
 
-    outcome: Verdict
+    outcome: JudgeOutcome
     reasons: tuple[str, ...] = ()
 
 
@@ -157,7 +157,7 @@ class Verified:
     drift: bool = False
     reasons: tuple[str, ...] = ()
     in_doubt: bool = False  # the drift may explain the judged verdict (A-B-A): the result is inconclusive
-    starts: Verdict | None = None  # the verdict over server starts (FAIL or INCONCLUSIVE), when asked for
+    starts: JudgeOutcome | None = None  # the verdict over server starts (FAIL or INCONCLUSIVE), when asked for
     baseline_starts: int = 2  # the baseline's starts that verdict was judged over (B1, B2, and B3 if measured)
 
 

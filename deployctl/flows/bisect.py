@@ -37,7 +37,7 @@ from deployctl.errors import InputError
 from deployctl.flows.abort import abort_on_signals
 from deployctl.flows.recover import recover_first
 from deployctl.inventory.model import Profile, resolve_profile
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.live.protocols import Guard, Progress
 from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
@@ -82,7 +82,7 @@ def _blame(baseline: StartupReport | None, candidate: StartupReport | None, prof
 
 
 def _summary(state: m.State, ev: Evidence) -> str:
-    if ev.output is not None and ev.output.outcome is not Verdict.PASS:  # wrong answers, however fast
+    if ev.output is not None and ev.output.outcome is not JudgeOutcome.PASS:  # wrong answers, however fast
         return ev.output.reasons[0]
     if ev.gate_failures:
         return "startup gate: " + "; ".join(ev.gate_failures)

@@ -23,7 +23,7 @@ from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.console.release_verbs import locked, say
 from deployctl.decisions import machine as m
-from deployctl.decisions.dead_man import Verdict, judge_alive
+from deployctl.decisions.dead_man import LeaseAction, judge_alive
 from deployctl.decisions.evidence import SECOND_START_ROLE, Evidence, Plan
 from deployctl.decisions.records import Release
 from deployctl.errors import Busy, RollbackFailed
@@ -269,11 +269,11 @@ def _check_live_controller(site: Site, release_id: int) -> str:
                    hint=f"run `deployctl recover -d {site.name}` once it has finished")
     lease = read_lease(site.state_dir, site.name)
     verdict = judge_alive(lease if lease is not None and lease.pid == holder.pid else None, time.monotonic())
-    if verdict is Verdict.WAIT:
+    if verdict is LeaseAction.WAIT:
         return f"{holder.describe()} is alive and making progress; nothing to do"
     assert lease is not None  # only a lease that stopped moving says TERMINATE or KILL
     idle = time.monotonic() - lease.renewed
-    if verdict is Verdict.KILL:
+    if verdict is LeaseAction.KILL:
         os.kill(holder.pid, signal.SIGKILL)
         return (f"{holder.describe()} made no progress for {idle:.0f} s and did not stop on SIGTERM: sent SIGKILL;"
                 " the next check rolls back")

@@ -17,7 +17,7 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import (
     StartsVerdict, critical_levels, judge_over_starts, over_starts_needed, recheck_pass, starts_a_side, verification_plan,
 )
@@ -209,7 +209,7 @@ class LiveJudge:
         return judge_over_starts(baselines, candidates, self.policy.judge, noise, restart)
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
-              judged: Outcome | None = None) -> DriftResult:
+              judged: JudgeOutcome | None = None) -> DriftResult:
         """The restored baseline against the one before; drifted, and with a ``judged`` PASS or FAIL of
         ``candidate`` to weigh, the A-B-A reading says whether that verdict stands (``deployctl.judge.aba``)."""
         from deployctl.judge.aba import aba_check
@@ -219,7 +219,7 @@ class LiveJudge:
         # The canary's rollback trial (``improvement``) fails a release that is merely not better: "not
         # worse than the restored baseline" does not make that FAIL doubtful, and its status quo (the
         # degraded release stays, alerted) is the conservative side either way.
-        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL) or self.improvement:
+        if not verdict.drift or candidate is None or judged not in (JudgeOutcome.PASS, JudgeOutcome.FAIL) or self.improvement:
             return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
         aba = aba_check(candidate, verify, judged, self.policy.judge)
         return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)

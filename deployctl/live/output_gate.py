@@ -8,7 +8,7 @@ import aiohttp
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.sglang_logprobs import LogprobClient, gather_limited
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.watch import CheckVerdict, Health
 from deployctl.live.protocols import Outputs
 from deployctl.operations.site import Site
@@ -19,7 +19,7 @@ from deployctl.outputgate.verdict import decide
 from deployctl.decisions.records import Release
 
 WATCH_REFERENCE = "outputs-watch-reference"  # a live release's answers at its first watch
-_HEALTH = {Outcome.PASS: Health.OK, Outcome.FAIL: Health.DEGRADED}
+_HEALTH = {JudgeOutcome.PASS: Health.OK, JudgeOutcome.FAIL: Health.DEGRADED}
 
 
 def probe_set(policy: OutputGatePolicy) -> ProbeSet:

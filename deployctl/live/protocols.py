@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
 from deployctl.decisions import machine as m
@@ -55,7 +55,7 @@ class Judge(Protocol):
         *, restart: RestartNoise | None = None,
     ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
-              judged: Verdict | None = None) -> DriftResult: ...
+              judged: JudgeOutcome | None = None) -> DriftResult: ...
     def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
                     noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict: ...
 

@@ -20,7 +20,7 @@ from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, RollbackFailed
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.flows.recover import recover, recovery_plan
 from deployctl.live.runner import Runner
 from deployctl.decisions import machine as m
@@ -83,7 +83,7 @@ async def test_every_side_effect_finds_its_intent_already_in_the_ledger(tmp_path
 async def test_the_rollback_finds_its_intent_already_in_the_ledger(tmp_path: Path) -> None:
     rid: list[int] = []
     units = WitnessUnits(tmp_path, rid)
-    fail = FakeJudge([JudgeResult(Outcome.FAIL, ("-20 %",))])
+    fail = FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("-20 %",))])
     with Ledger.open(tmp_path) as ledger:
         prev, release = _begin(ledger)
         rid.append(release)

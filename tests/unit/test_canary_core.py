@@ -11,7 +11,7 @@ from support.sweeps import sweep
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.changepoint import change_points
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.watch import Health, watch_verdict
 from deployctl.decisions.canary import Judged, ServerStart, WatchStart, decide_try, in_window
 
@@ -154,7 +154,7 @@ def test_a_wide_interval_beyond_the_limit_is_unclear_not_ok():
     now = sweep({8: [430.0, 900.0]})
     judge_policy = JudgePolicy(limit_pct=8, min_trials=2, max_trials=2, baseline_trials=3)
     verdict = watch_verdict(reference, now, {8: [1000.0, 665.0]}, judge_policy, CanaryPolicy())
-    assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.INCONCLUSIVE and verdict.verdict.final
+    assert verdict.verdict is not None and verdict.verdict.outcome is JudgeOutcome.INCONCLUSIVE and verdict.verdict.final
     assert verdict.health is Health.UNCLEAR and not verdict.degraded
     assert verdict.reasons and verdict.reasons[0].startswith("not decided: C=8: −")
 

@@ -7,7 +7,7 @@ import io
 from support.promote import bench, memory_ledger, plan
 
 from deployctl.console.output import TerminalProgress, emit
-from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART
 from deployctl.decisions import machine as m
@@ -47,7 +47,7 @@ def test_judge_rows_win_over_plain_means():
 def test_outcome_lines_tell_the_whole_story():
     out = _outcome(baseline=bench({1: 120.0, 64: 1500.0}), candidate=bench({1: 120.0, 64: 195.0}),
                    startup_diff=("max_running_requests 48 → 26 (attributed to --enable-fused-moe-sum-all-reduce)",),
-                   judge=JudgeResult(Outcome.FAIL, ()))
+                   judge=JudgeResult(JudgeOutcome.FAIL, ()))
     text = "\n".join(outcome_lines(out))
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "48 → 26", "verdict: FAIL", "−87.0 %",
                      "rolled back", "release 7", "exit 10", "controller overhead 1.00 s"):
@@ -102,7 +102,7 @@ def test_the_trials_run_are_counted_against_the_fixed_design():
 
 def test_a_verdict_over_server_starts_counts_the_second_starts_trials():
     # C1 3 a level and B1 2 at two levels; C2 and the verification over starts 2 at one critical level each.
-    over = StartsVerdict(Outcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
+    over = StartsVerdict(JudgeOutcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
     decided = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3),
                        candidate_again=[bench({64: 1.0}, trials=2)], verify=bench({64: 1.0}, trials=2), starts=over)
     assert "trials 14 (baseline 4, candidate 6, candidate's later starts 2, verification over starts 2) of the 20" \
