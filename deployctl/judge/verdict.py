@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
@@ -45,8 +45,6 @@ from deployctl.judge.stats import DEFAULT_RESTART, ChangeInterval, NoiseEstimate
 from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
 from deployctl.judge.wording import format_interval, format_pct, signed
 
-if TYPE_CHECKING:  # drift.py builds on the verdict; a verdict only carries its drift
-    from deployctl.judge.drift import DriftVerdict
 
 
 # Worst first: how level states combine.
@@ -120,13 +118,22 @@ def _df(df: float) -> str:
 
 
 @dataclass(frozen=True)
+class DriftVerdict:
+    """Whether the restored baseline still performs like it did before the promotion."""
+
+    drift: bool
+    reasons: tuple[str, ...]
+    levels: tuple[LevelVerdict, ...] = ()
+
+
+@dataclass(frozen=True)
 class Verdict:
     outcome: JudgeOutcome
     levels: tuple[LevelVerdict, ...]
     reasons: tuple[str, ...]
     more_trials: dict[int, int] = field(default_factory=dict)  # concurrency → extra candidate trials
     notes: tuple[str, ...] = ()
-    drift: "DriftVerdict | None" = None
+    drift: DriftVerdict | None = None
     noise: NoiseInForce | None = None
 
     @property
@@ -374,3 +381,4 @@ def render_verdict(verdict: Verdict) -> str:
     lines = [verdict.reasons[0]] + [f"  {r}" for r in verdict.reasons[1:]]
     lines += [f"  note: {n}" for n in verdict.notes]
     return "\n".join(lines)
+
