@@ -1,7 +1,4 @@
-"""What the long verbs (promote, rollback) share to run in a transient unit with a dead-man's switch.
-
-Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
-"""
+"""What the long verbs (promote, rollback) share to run in a transient unit with a dead-man's switch."""
 
 from __future__ import annotations
 

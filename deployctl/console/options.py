@@ -6,8 +6,6 @@ verb's value wins only when it is given.
 
 The deployment is ``-d/--deployment NAME`` in every verb that takes one. Where no other positional
 argument is in the way, the first positional is accepted as an alias (``deployctl status glm5``).
-
-Not a verb (no ``NAME``), so the CLI's discovery skips it.
 """
 
 from __future__ import annotations

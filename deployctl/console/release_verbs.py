@@ -1,8 +1,5 @@
-"""What the release verbs (promote, rollback, abort, history, show, demo) share: arguments, the site, the
-ledger, the lock, adoption of the installed unit, and recovery before anything else.
-
-Not a verb itself (no ``NAME``), so the CLI's discovery skips it.
-"""
+"""What the release verbs (promote, rollback, abort, history, show, demo) and their flows share: arguments, the
+site, the ledger, the lock, adoption of the installed unit (recovery before anything else: ``flows.recover``)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,6 @@ The deployctl that received it owns the directory and removes it when it ends, o
 or a hang-up; a long verb hands it to its transient unit instead, which removes it when it stops (even
 killed), since the work goes on after the SSH session. The dead-man's switch fires after the unit may be
 gone: it recovers with a copy kept in the state directory, never with the upload.
-
-Not a verb itself (no ``NAME``).
 """
 
 from __future__ import annotations

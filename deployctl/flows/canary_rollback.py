@@ -1,12 +1,11 @@
 """The canary's ``on_degraded: rollback``: try the release the degraded live one replaced, keep it only if
 it measures better now.
 
-Not a verb itself (no ``NAME``), so the CLI's discovery skips it. The trial is the promote runner on a
-plan of the earlier release's unit (as ``deployctl rollback --to`` builds it), recorded as a release of
-kind ``canary-rollback`` replacing the live one, started at INSTALL with the watch's measurement of the
-degraded live release as its baseline: install as a trial (the dead-man's switch armed), restart, ready,
-startup gates, benchmark at the watch's levels, judged by the same judge under the rule of
-``deployctl.judge.improvement`` (better now, not merely not worse); kept, or the live release restored
+The trial is the promote runner on a plan of the earlier release's unit (as ``deployctl rollback --to`` builds
+it), recorded as a release of kind ``canary-rollback`` replacing the live one, started at INSTALL with the
+watch's measurement of the degraded live release as its baseline: install as a trial (the dead-man's switch
+armed), restart, ready, startup gates, benchmark at the watch's levels, judged by the same judge under the
+rule of ``deployctl.judge.improvement`` (better now, not merely not worse); kept, or the live release restored
 and verified, as a rejected promote is.
 """
 
