@@ -10,7 +10,6 @@ from deployctl.console.output import emit, emit_json
 from deployctl.console.release_verbs import add_site_arguments, locked, site_from_args
 from deployctl.decisions.report import outcome_json, outcome_lines
 from deployctl.flows.rollback import MIN_HASH_PREFIX, Target, hash_prefix, rollback
-from deployctl.units.stamp import unit_hash
 
 
 NAME = "rollback"

@@ -17,7 +17,7 @@ from deployctl.console.options import DEPLOYMENT_HELP, add_deployment, add_profi
 from deployctl.decisions import machine as m
 from deployctl.decisions.records import Release
 from deployctl.decisions.report import live_release_line
-from deployctl.errors import Busy, InputError
+from deployctl.errors import InputError
 from deployctl.inventory.policy import Policy
 from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import unit_hash
