@@ -14,7 +14,8 @@ from deployctl.console.output import emit, emit_json
 from deployctl.console.release_verbs import add_candidate_arguments, locked, site_from_args
 from deployctl.decisions.bisect_search import worst_case_trials
 from deployctl.errors import ExitCode, UsageError
-from deployctl.flows.bisect import BASELINE_MAX_AGE_S, bisect, installed_base, recorded_rejection, search_changes
+from deployctl.flows.bisect import bisect, installed_base, recorded_rejection, search_changes
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.operations.site import Site
 
 
