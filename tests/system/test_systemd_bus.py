@@ -14,8 +14,8 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint, restart_and_wait
-from deployctl.live.sandbox import Sandbox
+from deployctl.operations.restart import Endpoint, restart_and_wait
+from deployctl.sandbox import Sandbox
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import READY_LINE, Ready
 from deployctl.units.state import UnitState
