@@ -36,7 +36,7 @@ def download(version: str) -> tuple[Path | None, str]:
     # 0.5.23 ships per-CPython wheels: ask for the cp311 manylinux one whatever runs the tests.
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
            "--implementation", "cp", "--abi", "cp311", "--platform", "manylinux_2_34_x86_64", "--platform", "any",
-           "-q", "-d", str(cache_dir()), f"sglang=={version}"]
+           "--retries", "1", "--timeout", "20", "-q", "-d", str(cache_dir()), f"sglang=={version}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     return cached(version), done.stderr.strip()[-300:]
 
