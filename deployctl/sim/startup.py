@@ -277,7 +277,7 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
                 yield from _per_rank(r, f"Capture target prefill CUDA graph begin. backend={prefill}, num_tokens={tokens}, avail mem={avail:.2f} GB")
                 yield Pause(ph["capture_per_bs"] * 10)
                 avail -= 0.31
-                yield from _per_rank(r, f"Capture target prefill CUDA graph end. num_tokens={tokens}, elapsed=14.62 s, mem usage=0.31 GB, avail mem={avail:.2f} GB.")
+                yield from _per_rank(r, f"Capture target prefill CUDA graph end. elapsed=14.62 s, mem usage=0.31 GB, avail mem={avail:.2f} GB.")
         elif fmt["piecewise"] in ("default_on", "opt_in") and not r.piecewise_disabled:
             yield from _per_rank(r, f"Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB")
             yield Pause(ph["capture_per_bs"] * 10)

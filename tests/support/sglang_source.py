@@ -28,6 +28,8 @@ UNKNOWN = object()  # a default that is not a literal (computed, a factory): not
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdfrixg]|\{[^{}]*\}")
 _WILD = "(.*?)"
 _METRIC_KINDS = ("Gauge", "Counter", "Histogram", "Summary")
+# Code that is not the language-model server's: the diffusion server, benchmarks, tests.
+_NOT_THE_SERVER = ("sglang/multimodal_gen/", "sglang/benchmark/", "sglang/test/", "sglang/bench_")
 _COLLECTORS = ("sglang/srt/metrics/collector.py", "sglang/srt/observability/metrics_collector.py")
 
 
@@ -124,8 +126,9 @@ def _built_messages(tree: ast.Module, path: str) -> list[Template]:
                 steps.setdefault(target, []).append((node.lineno, first, pieces))
         for target, found in steps.items():
             found.sort(key=lambda step: step[0])
-            if len(found) < 2 or not found[0][1]:
-                continue
+            head = "".join(p or "" for p in found[0][2])
+            if len(found) < 2 or not found[0][1] or len(head.strip()) < 4:
+                continue  # not a message (``text = ""`` then ``text += …`` matches anything)
             if any(p and "\n" in p for _, _, pieces in found for p in pieces):
                 continue
             regex = "".join(_regex(found[0][2])) + "".join(f"(?:{''.join(_regex(p))})?" for _, _, p in found[1:])
@@ -187,7 +190,7 @@ class WheelSource:
         runs = [r.strip() for r in re.split(r"[^A-Za-z_ ]+", line) if len(r.strip()) >= 5]
         leading = [runs[0]] if runs and line.startswith(runs[0]) else []
         keys = list(dict.fromkeys(leading + sorted(runs, key=len, reverse=True)[:3]))
-        paths = [p for p, text in self.texts.items() if any(k in text for k in keys)]
+        paths = [p for p, text in self.texts.items() if not p.startswith(_NOT_THE_SERVER) and any(k in text for k in keys)]
         score = {p: sum(r in self.texts[p] for r in runs[:10]) for p in paths}
         for path in sorted(paths, key=lambda p: (-score[p], p)):
             found = next((t for t in self._file_templates(path) if t.pattern.fullmatch(line)), None)
