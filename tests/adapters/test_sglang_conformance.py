@@ -19,7 +19,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.sglang_source import UNKNOWN, source
 from support.sglang_wheels import VERSIONS, wheel
-from support.simlog import expectation, simulate
+from support.simlog import expectation, resolved, simulate
 from testpaths import DATA
 
 from deployctl.judge import passive
@@ -28,6 +28,7 @@ from deployctl.preflight.flagtable import FlagTable
 from deployctl.preflight.sources import WheelSource
 from deployctl.sim import cli
 from deployctl.sim.answers import Completion, Step, logprob_fields
+from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.metrics import SimMetrics
 from deployctl.sim.resolve import _field_defaults
 from deployctl.startup import patterns
@@ -45,9 +46,20 @@ PASSIVE_READS = (passive.GENERATION, passive.PROMPT, passive.RUNNING, passive.QU
                  passive.E2E, passive.FINISHED, passive.ABORTED)
 
 
+def _as(prefix: str, version: str) -> dict:
+    return {**expectation(prefix), "sglang_version": {"true_version": version}}
+
+
 def _simulate(prefix: str, version: str) -> tuple[str, int | None]:
-    """The fixture's command and environment on the simulator as SGLang ``version``."""
-    return simulate({**expectation(prefix), "sglang_version": {"true_version": version}})
+    """The fixture's command and environment on the simulator as SGLang ``version``: its startup log, then
+    the serving lines its scheduler prints (a prefill with requests waiting, a decode line)."""
+    log, code = simulate(_as(prefix, version))
+    serving: list[str] = []
+    batches = BatchLog(resolved(_as(prefix, version)), lambda rank, text: serving.append(f"[2026-01-01 00:00:00 TP{rank}] {text}"))
+    batches.prefill(4, 4000, 4, 2, 4000, 0.5, pending=2000)
+    batches.tick(4, 4)
+    batches.decode(4, 2, 8000)
+    return log + "".join(line + "\n" for line in serving), code
 
 
 @lru_cache(maxsize=1)
