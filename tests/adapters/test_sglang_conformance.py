@@ -55,7 +55,8 @@ def _simulate(prefix: str, version: str) -> tuple[str, int | None]:
     the serving lines its scheduler prints (a prefill with requests waiting, a decode line)."""
     log, code = simulate(_as(prefix, version))
     serving: list[str] = []
-    batches = BatchLog(resolved(_as(prefix, version)), lambda rank, text: serving.append(f"[2026-01-01 00:00:00 TP{rank}] {text}"))
+    batches = BatchLog(resolved(_as(prefix, version)),
+                       lambda rank, text: serving.append(f"[2026-01-01 00:00:00 TP{rank}] {text}"))
     batches.prefill(4, 4000, 4, 2, 4000, 0.5, pending=2000)
     batches.tick(4, 4)
     batches.decode(4, 2, 8000)
@@ -64,7 +65,11 @@ def _simulate(prefix: str, version: str) -> tuple[str, int | None]:
 
 @lru_cache(maxsize=1)
 def _exceptions() -> tuple[dict, ...]:
-    return tuple(yaml.safe_load(EXCEPTIONS.read_text()))
+    entries = tuple(yaml.safe_load(EXCEPTIONS.read_text()))
+    for entry in entries:
+        assert set(entry) == {"check", "version", "subject", "reason"} and entry["reason"].strip(), \
+            f"{EXCEPTIONS.name}: each entry is check, version, subject and a reason: {entry}"
+    return entries
 
 
 def _verdict(check: str, version: str, mismatches: dict[str, str]) -> None:
@@ -89,6 +94,9 @@ def _flag_table(version: str) -> FlagTable:
 
 
 def _kind(value: object) -> str:
+    """A default's type for the message: ``int``, ``a list``, ``None``; ``?`` where it is not a literal."""
+    if value is UNKNOWN:
+        return "?"
     return "a list" if isinstance(value, list) else type(value).__name__ if value is not None else "None"
 
 
@@ -116,7 +124,8 @@ def test_simulator_flags_are_that_versions(version: str) -> None:
         said = []
         if sorted(action["opts"]) != sorted(flag.option_strings):
             said.append(f"option strings {action['opts']} vs {list(flag.option_strings)}")
-        if action.get("choices") != (list(flag.choices) if flag.choices is not None and action["action"] == "store" else None):
+        real_choices = list(flag.choices) if flag.choices is not None and action["action"] == "store" else None
+        if action.get("choices") != real_choices:
             said.append(f"choices {action.get('choices')} vs {flag.choices}")
         if sim_type != real_type:
             said.append(f"type {sim_type} vs {real_type}")
@@ -229,7 +238,8 @@ def test_metrics_are_that_versions(version: str) -> None:
     for names in PASSIVE_READS:
         bare = [n.removesuffix("_total") for n in names]
         if not any(n in real for n in bare):
-            mismatches[names[0]] = f"{names[0]}: the passive canary reads it, {source(version).collector} has none of {list(names)}"
+            mismatches[names[0]] = (f"{names[0]}: the passive canary reads it, {source(version).collector} has none "
+                                    f"of {list(names)}")
         elif not any(n in sim for n in bare):
             mismatches[names[0]] = f"{names[0]}: the passive canary reads it, the simulator does not export it"
     _verdict("metrics", version, mismatches)
@@ -259,7 +269,8 @@ def test_output_gate_fields_are_that_versions(version: str) -> None:
     fields, where = src.class_fields(io_struct, "GenerateReqInput")
     for name in GENERATE_SENT:
         if name not in fields:
-            mismatches[f"GenerateReqInput.{name}"] = f"/generate: the output gate sends {name}, GenerateReqInput has no such field ({where})"
+            mismatches[f"GenerateReqInput.{name}"] = (f"/generate: the output gate sends {name}, GenerateReqInput has "
+                                                      f"no such field ({where})")
     sampling = "sglang/srt/sampling/sampling_params.py"
     for name in SAMPLING_SENT:
         if src.has_string(sampling, name) is None and f"{name}:" not in src.texts[sampling]:
@@ -275,5 +286,6 @@ def test_output_gate_fields_are_that_versions(version: str) -> None:
     logprobs, where = src.class_fields(protocol, "LogProbs")
     for name in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
         if name not in logprobs:
-            mismatches[f"LogProbs.{name}"] = f"/v1/completions: the simulator answers logprobs.{name}, LogProbs has no such field ({where})"
+            mismatches[f"LogProbs.{name}"] = (f"/v1/completions: the simulator answers logprobs.{name}, LogProbs has "
+                                              f"no such field ({where})")
     _verdict("api", version, mismatches)
