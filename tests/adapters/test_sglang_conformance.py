@@ -36,10 +36,13 @@ from deployctl.startup.lines import split_records
 from deployctl.startup.readiness import READY_LINE
 
 EXCEPTIONS = DATA / "sglang-conformance-exceptions.yaml"
-# The startup fixtures (tests/data/logs) whose command the simulator runs per version: the incidents'
-# commands on 0.5.9 (GLM-5) and 0.5.10 (Qwen3.5 with MTP, with and without the fusion flag), Qwen3-235B on
-# the oldest and the newest supported releases (the Qwen3.5 and GLM-5 commands hold flags 0.5.23 lacks).
-FIXTURES = {"0.4.10.post2": ("08",), "0.5.9": ("03",), "0.5.10": ("01", "02"), "0.5.23": ("08",)}
+# The startup fixtures (tests/data/logs) whose command the simulator runs per version: the incidents' (01, 02:
+# Qwen3.5 with MTP, with and without the fusion flags; 03: GLM-5) and Qwen3-235B FP8 (08), on every version
+# whose argparse takes them (0.4.10.post2 lacks the Qwen3.5 flags and glm47, 0.5.9 the fused-MoE flag), with
+# the flags 0.5.23 renamed (RENAMED_0_5_23).
+FIXTURES = {"0.4.10.post2": ("08",), "0.5.9": ("01", "03", "08"), "0.5.10": ("01", "02", "03", "08"),
+            "0.5.23": ("01", "02", "03", "08")}
+RENAMED_0_5_23 = (("--nsa-", "--dsa-"), ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"))
 TQDM = re.compile(r":? +\d+%\|.*$")
 PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+(?: EP\d+)?)?\] ")
 PASSIVE_READS = (passive.GENERATION, passive.PROMPT, passive.RUNNING, passive.QUEUED, passive.TTFT, passive.ITL,
@@ -47,7 +50,10 @@ PASSIVE_READS = (passive.GENERATION, passive.PROMPT, passive.RUNNING, passive.QU
 
 
 def _as(prefix: str, version: str) -> dict:
-    return {**expectation(prefix), "sglang_version": {"true_version": version}}
+    expect = {**expectation(prefix), "sglang_version": {"true_version": version}}
+    for old, new in RENAMED_0_5_23 if version == "0.5.23" else ():
+        expect["command"] = expect["command"].replace(old, new)
+    return expect
 
 
 def _simulate(prefix: str, version: str) -> tuple[str, int | None]:

@@ -160,7 +160,7 @@ class WheelSource:
             self.texts = {n: zf.read(n).decode("utf-8-sig", "replace") for n in zf.namelist()
                           if n.startswith("sglang/") and n.endswith(".py")}
         self._templates: dict[str, list[Template]] = {}
-        self._by_shape: dict[str, Template] = {}
+        self._by_lead: dict[str, list[Template]] = {}
 
     @lru_cache(maxsize=None)
     def tree(self, path: str) -> ast.Module:
@@ -183,9 +183,11 @@ class WheelSource:
         """The first template that prints ``line``. Parsing every file would take minutes on 0.5.23, so only
         the files holding the line's leading words or one of its three longest words-only runs are read, those
         holding most of its first ten runs first, until one matches."""
-        shape = re.sub(r"\d+", "0", line)  # the same line of another rank: the template found for it
-        known = self._by_shape.get(shape)
-        if known is not None and known.pattern.fullmatch(line):
+        # Lines that start alike (another rank's, another model's dump) are first tried on the templates found
+        # for the earlier ones.
+        lead = re.match(r"[A-Za-z_ ]*", line).group(0)[:30]  # type: ignore[union-attr]
+        known = next((t for t in self._by_lead.get(lead, ()) if t.pattern.fullmatch(line)), None)
+        if known is not None:
             return known
         runs = [r.strip() for r in re.split(r"[^A-Za-z_ ]+", line) if len(r.strip()) >= 5]
         leading = [runs[0]] if runs and line.startswith(runs[0]) else []
@@ -195,7 +197,7 @@ class WheelSource:
         for path in sorted(paths, key=lambda p: (-score[p], p)):
             found = next((t for t in self._file_templates(path) if t.pattern.fullmatch(line)), None)
             if found is not None:
-                self._by_shape[shape] = found
+                self._by_lead.setdefault(lead, []).append(found)
                 return found
         return None
 
