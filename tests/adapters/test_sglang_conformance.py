@@ -31,7 +31,7 @@ from deployctl.sim.answers import Completion, Step, logprob_fields
 from deployctl.sim.batchlog import BatchLog
 from deployctl.sim.metrics import SimMetrics
 from deployctl.sim.resolve import _field_defaults
-from deployctl.startup import patterns
+from deployctl.startup import failure, patterns
 from deployctl.startup.lines import split_records
 from deployctl.startup.readiness import READY_LINE
 
@@ -43,6 +43,7 @@ EXCEPTIONS = DATA / "sglang-conformance-exceptions.yaml"
 FIXTURES = {"0.4.10.post2": ("08",), "0.5.9": ("01", "03", "08"), "0.5.10": ("01", "02", "03", "08"),
             "0.5.23": ("01", "02", "03", "08")}
 RENAMED_0_5_23 = (("--nsa-", "--dsa-"), ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"))
+FAULTS = ("oom_kv_cache", "oom_cuda_graph")  # the simulated failures whose lines the parser classifies
 TQDM = re.compile(r":? +\d+%\|.*$")
 PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+(?: EP\d+)?)?\] ")
 PASSIVE_READS = (passive.GENERATION, passive.PROMPT, passive.RUNNING, passive.QUEUED, passive.TTFT, passive.ITL,
@@ -56,10 +57,10 @@ def _as(prefix: str, version: str) -> dict:
     return expect
 
 
-def _simulate(prefix: str, version: str) -> tuple[str, int | None]:
+def _simulate(prefix: str, version: str, faults: str = "") -> tuple[str, int | None]:
     """The fixture's command and environment on the simulator as SGLang ``version``: its startup log, then
     the serving lines its scheduler prints (a prefill with requests waiting, a decode line)."""
-    log, code = simulate(_as(prefix, version))
+    log, code = simulate(_as(prefix, version), faults)
     serving: list[str] = []
     batches = BatchLog(resolved(_as(prefix, version)),
                        lambda rank, text: serving.append(f"[2026-01-01 00:00:00 TP{rank}] {text}"))
@@ -164,10 +165,19 @@ def test_simulator_refuses_the_flags_that_version_lacks(version: str) -> None:
 
 
 def _parser_reads(text: str) -> bool:
-    """Whether the startup parser takes a fact from this message (its patterns and its prefixes)."""
+    """Whether the startup parser takes a fact from this message (its patterns, its failure patterns but
+    the C-level fatal lines, and its prefixes)."""
     regexes = [v for k, v in vars(patterns).items() if k.endswith("_RE") and k not in ("FLAG_RE", "OPTION_RE")]
+    regexes += [failure.EXCEPTION_LINE_RE, failure.CAPTURE_FAILED_RE, failure.RANK_DIED_RE]
     return (any(r.search(text) for r in regexes) or patterns.read_summary(text) is not None
             or text.startswith(("server_args=", "Decode batch", "Prefill batch", "Disable piecewise", READY_LINE)))
+
+
+def _message(text: str) -> str:
+    """What SGLang's source wrote: a meter's desc; an exception line without the type Python prints."""
+    text = TQDM.sub("", text)
+    raised = failure.EXCEPTION_LINE_RE.match(text)
+    return raised.group(2) or "" if raised else text
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -177,16 +187,20 @@ def test_parsed_startup_lines_are_printed_as_that_version_prints_them(version: s
     # Excepted lines are not searched for (a line that matches nothing costs seconds); for the stale-exception
     # check each still counts as a mismatch when the simulator prints it.
     skip = tuple(e["subject"] for e in _exceptions() if e["check"] == "log" and e["version"] in (version, "*"))
-    for prefix in FIXTURES[version]:
-        log, code = _simulate(prefix, version)
-        assert code is None, f"fixture {prefix} did not start on the simulator"
+    runs = [(prefix, "") for prefix in FIXTURES[version]] + [(FIXTURES[version][0], f) for f in FAULTS]
+    for prefix, fault in runs:
+        log, code = _simulate(prefix, version, fault)
+        assert (code is None) == (not fault), f"fixture {prefix} with faults {fault!r} on the simulator: exit {code}"
         for raw in log.splitlines():
             for record in split_records(raw):
-                text = TQDM.sub("", record.text)  # a meter: SGLang's part is its desc
-                if not _parser_reads(text) or text in mismatches:
+                if not _parser_reads(record.text):
+                    continue
+                text = _message(record.text)
+                if text in mismatches:
                     continue
                 if text.startswith(skip) or src.produced_by(text) is None:
-                    mismatches[text] = f"startup line {text[:160]!r} (fixture {prefix}) matches no string of its source"
+                    mismatches[text] = (f"startup line {text[:160]!r} (fixture {prefix}{', ' + fault if fault else ''}) "
+                                        "matches no string of its source")
     _verdict("log", version, mismatches)
 
 

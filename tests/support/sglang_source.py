@@ -38,6 +38,15 @@ class Template:
     pattern: re.Pattern[str]
     text: str      # the template as written, wildcards shown as {…}
     where: str     # file.py:LINE
+    literal: int   # characters of its literal parts
+    head: int      # characters of the literal it starts with (0: it starts with a field)
+
+    def prints(self, line: str) -> bool:
+        """Whether it prints ``line`` by its literal parts: f"{action} failed: {msgs}" would match most
+        lines with " failed: " in them, so a template must carry 20 literal characters, 40 % of the line, or
+        start with 10 of its own (``server_args={…}`` before a dump of thousands)."""
+        return (self.literal >= 20 or self.literal >= 0.4 * len(line) or self.head >= 10) \
+            and self.pattern.fullmatch(line) is not None
 
 
 @dataclass(frozen=True)
@@ -94,8 +103,13 @@ def _line_templates(pieces: list[str | None], where_: str) -> list[Template]:
         literal = "".join(p for p in line if p)
         if len(literal.strip()) < 4:
             continue
-        out.append(Template(re.compile("".join(_regex(line)), re.DOTALL), "".join(_text(line)), where_))
+        out.append(_template("".join(_regex(line)), "".join(_text(line)), where_, line))
     return out
+
+
+def _template(regex: str, text: str, where_: str, pieces: list[str | None]) -> Template:
+    head = pieces[0] if pieces and isinstance(pieces[0], str) else ""
+    return Template(re.compile(regex, re.DOTALL), text, where_, sum(len(p) for p in pieces if p), len(head))
 
 
 def _regex(pieces: list[str | None]) -> list[str]:
@@ -133,7 +147,8 @@ def _built_messages(tree: ast.Module, path: str) -> list[Template]:
                 continue
             regex = "".join(_regex(found[0][2])) + "".join(f"(?:{''.join(_regex(p))})?" for _, _, p in found[1:])
             text = "".join(_text(found[0][2])) + "".join(f"[{''.join(_text(p))}]" for _, _, p in found[1:])
-            out.append(Template(re.compile(regex.rstrip(), re.DOTALL), text, where(path, found[0][0])))
+            out.append(_template(regex, text, where(path, found[0][0]),
+                                 [p for _, _, pieces in found for p in pieces]))
     return out
 
 
@@ -166,7 +181,7 @@ class WheelSource:
     def tree(self, path: str) -> ast.Module:
         return ast.parse(self.texts[path], filename=path)
 
-    def _file_templates(self, path: str) -> list[Template]:
+    def templates(self, path: str) -> list[Template]:
         if path not in self._templates:
             found = []
             for node in ast.walk(self.tree(path)):
@@ -186,7 +201,7 @@ class WheelSource:
         # Lines that start alike (another rank's, another model's dump) are first tried on the templates found
         # for the earlier ones.
         lead = re.match(r"[A-Za-z_ ]*", line).group(0)[:30]  # type: ignore[union-attr]
-        known = next((t for t in self._by_lead.get(lead, ()) if t.pattern.fullmatch(line)), None)
+        known = next((t for t in self._by_lead.get(lead, ()) if t.prints(line)), None)
         if known is not None:
             return known
         runs = [r.strip() for r in re.split(r"[^A-Za-z_ ]+", line) if len(r.strip()) >= 5]
@@ -195,7 +210,7 @@ class WheelSource:
         paths = [p for p, text in self.texts.items() if not p.startswith(_NOT_THE_SERVER) and any(k in text for k in keys)]
         score = {p: sum(r in self.texts[p] for r in runs[:10]) for p in paths}
         for path in sorted(paths, key=lambda p: (-score[p], p)):
-            found = next((t for t in self._file_templates(path) if t.pattern.fullmatch(line)), None)
+            found = next((t for t in self.templates(path) if t.prints(line)), None)
             if found is not None:
                 self._by_lead.setdefault(lead, []).append(found)
                 return found

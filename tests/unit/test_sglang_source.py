@@ -31,6 +31,7 @@ class Scheduler:
         logger.info(msg)
         prompt = ""
         prompt += f"{n}"
+        return web.Response(status=500, text=f"{action} failed: {msgs}")
 '''
 MIXIN = '''
 class SchedulerMetricsMixin:
@@ -94,6 +95,14 @@ def test_a_message_built_with_plus_equals_matches_with_or_without_its_optional_p
     assert src.produced_by("Prefill batch, input throughput (token/s): 0.00, #new-seq: 1") is None
     # ``prompt = ""`` then ``prompt += …`` is no message: it would match anything
     assert src.produced_by("anything at all, really") is None
+
+
+def test_a_template_of_mostly_fields_does_not_claim_a_long_line(src: WheelSource) -> None:
+    (failed,) = [t for t in src.templates("sglang/srt/managers/scheduler.py") if t.text == "{…} failed: {…}"]
+    # 9 literal characters have not printed this line, though the pattern matches it
+    assert failed.pattern.fullmatch("Capture cuda graph failed: CUDA out of memory. Tried to allocate 6.00 MiB.")
+    assert not failed.prints("Capture cuda graph failed: CUDA out of memory. Tried to allocate 6.00 MiB.")
+    assert failed.prints("x failed: y")  # a short line: 9 of its 11 characters are literal
 
 
 def test_metrics_with_the_labels_their_callers_pass_and_literal_buckets(src: WheelSource) -> None:
