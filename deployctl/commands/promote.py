@@ -7,6 +7,7 @@ import asyncio
 import os
 
 from deployctl.console.bisect_output import report as report_bisect
+from deployctl.console.cost import promote_cost
 from deployctl.console.in_unit import add_in_unit_argument, dead_man, inventory_note, run_in_unit
 from deployctl.console.options import shift_deployment
 from deployctl.console.output import emit, emit_json
@@ -109,7 +110,7 @@ def _one_profile(args: argparse.Namespace) -> None:
 
 def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     """The whole plan, changing nothing: the diff, pre-flight (and whether it would refuse), every gate,
-    whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
+    the expected and worst-case GPU time, whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
     plan = site.plan(profile, need_known_good=False)
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
         if preflight and not plan.unchanged else None
@@ -117,6 +118,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged
+    cost = None if plan.unchanged else promote_cost(site, plan)
     if as_json:
         emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
                    "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
@@ -124,6 +126,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                    "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
                    "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
                    "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
+                   "cost": cost.to_dict() if cost else None,
                    "policy": plan.policy.model_dump(mode="json")})
     else:
         lines = plan_lines(plan)
@@ -137,6 +140,8 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
             lines.append("  pre-flight: skipped (--skip-preflight)")
         if not plan.unchanged:
             lines.append(f"  {switch.describe(plan.policy)}")
+        if cost is not None:
+            lines += [f"  {line}" for line in cost.describe()]
         if needs_root:
             lines.append("  the real run needs root: it installs the unit in the systemd directories, restarts it "
                          f"over D-Bus and writes the ledger in {site.state_dir}")

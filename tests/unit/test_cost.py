@@ -1,0 +1,84 @@
+"""The price of a promote in GPU time (decisions.cost) and what the ledger says each promote spent."""
+
+from __future__ import annotations
+
+import pytest
+from support.promote import memory_ledger, plan
+from support.runner_fakes import adapters
+
+from deployctl.decisions import machine as m
+from deployctl.decisions.cost import (
+    DEFAULT_RESTARTS, DEFAULT_START_S, DEFAULT_TRIAL_S, STARTS, STARTS_ONE_LEVEL, PastPromote, estimate, server_gpus,
+    spent,
+)
+from deployctl.decisions.evidence import bench_key
+from deployctl.inventory.policy import BenchPolicy, JudgePolicy, LevelRule, Policy
+from deployctl.judge import starts
+from deployctl.live.runner import Runner
+
+FIVE = Policy(bench=BenchPolicy(concurrency=[1, 4, 16, 32, 64]), judge=JudgePolicy(min_trials=2, max_trials=5))
+
+
+def test_the_starts_a_side_are_the_judges():
+    assert (STARTS, STARTS_ONE_LEVEL) == (starts.STARTS, starts.STARTS_ONE_LEVEL)
+
+
+def test_with_no_history_the_estimate_rests_on_defaults_and_says_so():
+    cost = estimate(FIVE, (), gpus=8)
+    assert cost.basis.startswith("no history on this host: defaults")
+    assert cost.expected_trials == 2 * 5 * 2 and cost.expected_starts == DEFAULT_RESTARTS
+    assert cost.expected_s == 20 * DEFAULT_TRIAL_S + DEFAULT_RESTARTS * DEFAULT_START_S
+    assert cost.expected_gpu_h == pytest.approx(cost.expected_s * 8 / 3600)
+
+
+def test_the_worst_case_is_the_fixed_design_then_every_critical_level_on_every_start_over_starts():
+    cost = estimate(FIVE, (), gpus=1)
+    # 5 levels × 5 trials a side, then C2 and B2 at every critical level × 5; starts C1, C2 and the rollback.
+    assert (cost.worst_trials, cost.worst_starts) == (50 + 2 * 25, 3)
+    one = Policy(bench=BenchPolicy(concurrency=[1, 64]), judge=JudgePolicy(
+        max_trials=4, levels={1: LevelRule(role="advisory")}))
+    cost = estimate(one, (), gpus=1)
+    # One critical level asks for three starts a side: C2, C3, B2, B3 measure it; C1, C2, C3, the rollback, B3.
+    assert (cost.worst_trials, cost.worst_starts) == (2 * 2 * 4 + 4 * 4, 5)
+
+
+def test_history_prices_trials_and_starts_at_what_this_host_spent():
+    history = [PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0),
+               PastPromote(trials=30, trial_s=600.0, starts=3, start_s=900.0)]
+    cost = estimate(FIVE, history, gpus=8)
+    assert cost.basis == "from 2 promote(s) on this host"
+    assert (cost.expected_trials, cost.expected_starts) == (25.0, 2.5)
+    assert (cost.trial_s, cost.start_s) == (20.0, 300.0)
+    assert cost.expected_s == 25 * 20 + 2.5 * 300
+    assert cost.worst_s == 100 * 20 + 3 * 300
+    assert cost.worst_gpu_h == pytest.approx((100 * 20 + 3 * 300) * 8 / 3600)
+    assert spent(history[0], gpus=8) == pytest.approx(1000 * 8 / 3600)
+    said = " ".join(cost.describe())
+    assert "GPU-hours" in said and "from 2 promote(s) on this host" in said
+    assert cost.to_dict()["expected"]["wall_s"] == cost.expected_s
+
+
+@pytest.mark.parametrize(("flags", "gpus"), [({"tp": 4}, 4), ({"tp": 4, "dp": 2}, 8), ({"tp-size": "2"}, 2),
+                                              ({}, 8), ({"enable-fusion": True}, 8)])
+def test_a_server_spans_tp_times_dp_gpus_else_the_whole_host(flags, gpus):
+    assert server_gpus(flags, 8) == gpus
+
+
+async def test_a_promote_leaves_in_the_ledger_what_it_spent_and_the_next_estimate_reads_it():
+    p = plan()
+    with memory_ledger() as ledger:
+        prev = ledger.begin_release(deployment=p.deployment, kind="adopted", unit_name=p.unit_name,
+                                    unit_text=p.known_good_text, unit_hash=p.known_good_hash, who="t",
+                                    finished=True, live=True)
+        rid = ledger.begin_release(deployment=p.deployment, kind="promote", unit_name=p.unit_name,
+                                   unit_text=p.candidate_text, unit_hash=p.candidate_hash, who="t",
+                                   profile=p.profile, previous_id=prev, host=p.host)
+        out = await Runner(ledger, adapters(), p, rid, previous_release_id=prev).run(m.start())
+        assert out.state.result is m.Result.KEPT
+        used = ledger.spent(rid)
+        # The fakes: one start of 2 s; with nothing learned the baseline's 5 trials and the candidate's one at
+        # each of two levels, 1 s each — the trials the promote counts itself.
+        assert (used.starts, used.start_s) == (1, 2.0)
+        assert (used.trials, used.trial_s) == (12, 12.0) and used.trials == out.evidence.trials(5).run
+        assert ledger.past_promotes(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy)) == [used]
+        assert ledger.past_promotes(deployment=p.deployment, host="elsewhere", bench_key=bench_key(p.policy)) == []
