@@ -113,6 +113,15 @@ def estimate(policy: Policy, history: Sequence[PastPromote], gpus: int) -> CostE
         basis=f"from {len(history)} promote(s) on this host")
 
 
+def eta(cost: CostEstimate, elapsed_s: float) -> str:
+    """What a running promote's progress line says is left: the expected wall time less what has passed; past
+    it, the worst case is what bounds the wait."""
+    left = cost.expected_s - elapsed_s
+    if left > 0:
+        return f"ETA {wall(left)} (expected {wall(cost.expected_s)})"
+    return f"past the expected {wall(cost.expected_s)}; worst case {wall(cost.worst_s)}"
+
+
 def spent(promote: PastPromote, gpus: int) -> float:
     """GPU-hours one finished promote spent: its trials and its server starts, as the estimate counts them."""
     return (promote.trial_s + promote.start_s) * gpus / 3600.0

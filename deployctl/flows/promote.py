@@ -11,6 +11,7 @@ from typing import Mapping
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
+from deployctl.console.cost import promote_cost
 from deployctl.console.output import TerminalProgress
 from deployctl.console.release_verbs import adopt_installed, limits, say, who
 from deployctl.decisions import machine as m
@@ -40,6 +41,8 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             say(await recover_first(ledger, site, adapters, "promote"))
             await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
+            if not plan.unchanged:
+                progress.expect(promote_cost(site, plan, ledger))
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="promote", profile=profile, unit_name=plan.unit_name,

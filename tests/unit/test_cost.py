@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from support.promote import memory_ledger, plan
 from support.runner_fakes import adapters
 
+from deployctl.console.output import TerminalProgress
 from deployctl.decisions import machine as m
 from deployctl.decisions.cost import (
-    DEFAULT_RESTARTS, DEFAULT_START_S, DEFAULT_TRIAL_S, STARTS, STARTS_ONE_LEVEL, PastPromote, estimate, server_gpus,
-    spent,
+    DEFAULT_RESTARTS, DEFAULT_START_S, DEFAULT_TRIAL_S, STARTS, STARTS_ONE_LEVEL, PastPromote, estimate, eta,
+    server_gpus, spent,
 )
 from deployctl.decisions.evidence import bench_key
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, LevelRule, Policy
@@ -82,3 +85,21 @@ async def test_a_promote_leaves_in_the_ledger_what_it_spent_and_the_next_estimat
         assert (used.trials, used.trial_s) == (12, 12.0) and used.trials == out.evidence.trials(5).run
         assert ledger.past_promotes(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy)) == [used]
         assert ledger.past_promotes(deployment=p.deployment, host="elsewhere", bench_key=bench_key(p.policy)) == []
+
+
+def test_the_eta_is_what_is_left_of_the_expected_time_and_past_it_the_worst_case_bounds_the_wait():
+    cost = estimate(FIVE, [PastPromote(trials=20, trial_s=1200.0, starts=2, start_s=600.0)], gpus=8)
+    assert cost.expected_s == 1800.0 and cost.worst_s == 100 * 60 + 3 * 300
+    assert eta(cost, 600.0) == "ETA 20 min (expected 30 min)"
+    assert eta(cost, 1900.0) == "past the expected 30 min; worst case 115 min"
+
+
+def test_each_progress_step_line_ends_with_the_eta_once_the_price_is_known():
+    out = io.StringIO()  # not a terminal: cron mail and the journal get one plain line a step
+    progress = TerminalProgress(out)
+    progress.step(m.Phase.PREFLIGHT, "pre-flight")
+    progress.expect(estimate(FIVE, (), gpus=8))
+    progress.step(m.Phase.BASELINE, "measuring the baseline")
+    first, second = out.getvalue().splitlines()
+    assert "ETA" not in first
+    assert second.startswith("[") and second.endswith("measuring the baseline · ETA 30 min (expected 30 min)")
