@@ -20,6 +20,8 @@ import yaml
 from support.promote_world import Cli, make_inventory
 from support.promote_world import healthy as _healthy
 
+from deployctl.adapters.ledger import Ledger
+from deployctl.decisions.cost import spent
 from deployctl.errors import ExitCode
 from deployctl.sandbox import Sandbox
 
@@ -82,10 +84,12 @@ def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
     assert done.returncode == 0, done.stderr
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
                      "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %",
-                     "dead-man's switch: if the controller dies, the rollback starts within 30 s"):
+                     "dead-man's switch: if the controller dies, the rollback starts within 30 s",
+                     "cost: expected ", "the estimate rests on no history on this host: defaults"):
         assert expected in done.stdout, expected
     plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
+    assert plan["cost"]["worst"]["gpu_hours"] > plan["cost"]["expected"]["gpu_hours"] > 0
     assert not (cli.box.runtime_unit_dir / data["deployments"]["qwen35-sim"]["unit"]).exists()
 
 
@@ -100,6 +104,14 @@ def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
     assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
     assert _promotes(cli) == [("candidate", "rejected")]
+    # Priced from that promote, the next one's expected GPU time is within ±25 % of what it then spends
+    # (its trials and server starts, as the ledger holds them).
+    cost = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")["cost"]
+    assert cost["basis"] == "from 1 promote(s) on this host", cost
+    again = cli.json("promote", "candidate", "-d", "qwen35-sim", "--fresh-baseline", expect=ExitCode.REJECTED)
+    with Ledger.open(cli.state_dir) as ledger:
+        used = spent(ledger.spent(again["release"]), cost["gpus"])
+    assert abs(cost["expected"]["gpu_hours"] - used) <= 0.25 * used, (cost, used)
 
 
 def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
