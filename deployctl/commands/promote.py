@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     _one_profile(args)
     site = site_from_args(args)
     if args.dry_run:
-        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
+        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json,
+                       baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S)
     if args.in_unit:
         return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
@@ -108,7 +109,7 @@ def _one_profile(args: argparse.Namespace) -> None:
     args.profile = named.pop()
 
 
-def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
+def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool, baseline_max_age_s: float) -> int:
     """The whole plan, changing nothing: the diff, pre-flight (and whether it would refuse), every gate,
     the expected and worst-case GPU time, whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
     plan = site.plan(profile, need_known_good=False)
@@ -118,7 +119,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged
-    cost = None if plan.unchanged else promote_cost(site, plan)
+    cost = None if plan.unchanged else promote_cost(site, plan, baseline_max_age_s)
     if as_json:
         emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
                    "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),

@@ -32,13 +32,16 @@ _PARALLEL_FLAGS = (("tp", "tp-size", "tensor-parallel-size"), ("dp", "dp-size", 
 
 @dataclass(frozen=True)
 class PastPromote:
-    """What one finished promote on this host spent, from the ledger: the trials it ran (their own wall time)
-    and the server starts it made (restart to ready)."""
+    """What one finished promote on this host spent, from the ledger: the trials it ran (their own wall time),
+    of them the baseline's (a fresh baseline's, or a stored one's confirmation trials: ``reused``), and the
+    server starts it made (restart to ready)."""
 
     trials: int
     trial_s: float
     starts: int
     start_s: float
+    baseline_trials: int = 0
+    reused: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,10 @@ class CostEstimate:
                           "wall_s": self.worst_s, "gpu_hours": self.worst_gpu_h}}
 
 
-def estimate(policy: Policy, history: Sequence[PastPromote], gpus: int) -> CostEstimate:
-    """The price of a promote under ``policy`` on a host whose past promotes spent ``history``."""
+def estimate(policy: Policy, history: Sequence[PastPromote], gpus: int, *, reuse: bool = False) -> CostEstimate:
+    """The price of a promote under ``policy`` on a host whose past promotes spent ``history``; ``reuse``: a
+    stored baseline of the live unit is recent enough to be reused after one confirmation trial a critical
+    level (``judge.reuse``), instead of measuring a fresh one."""
     levels = len(policy.bench.concurrency)
     critical = sum(policy.judge.rule_for(c).role == "critical" for c in policy.bench.concurrency)
     most = policy.judge.max_trials
@@ -98,19 +103,24 @@ def estimate(policy: Policy, history: Sequence[PastPromote], gpus: int) -> CostE
     worst_starts = 2 * starts - 1
     timed = [p for p in history if p.trials > 0]
     started = [p for p in history if p.starts > 0]
+    fresh = [p.baseline_trials for p in timed if not p.reused]
+    # The baseline's side is priced apart: whether this promote reuses a stored baseline is known before it runs.
+    baseline = critical if reuse else (sum(fresh) / len(fresh) if fresh else levels * policy.judge.min_trials)
+    said = "a stored baseline reused after a confirmation trial a critical level" if reuse else "a fresh baseline"
     if not timed or not started:
-        return CostEstimate(expected_trials=2 * levels * policy.judge.min_trials, worst_trials=worst_trials,
+        return CostEstimate(expected_trials=baseline + levels * policy.judge.min_trials, worst_trials=worst_trials,
                             expected_starts=DEFAULT_RESTARTS, worst_starts=worst_starts, trial_s=DEFAULT_TRIAL_S,
                             start_s=DEFAULT_START_S, gpus=gpus,
                             basis=f"no history on this host: defaults ({DEFAULT_TRIAL_S:.0f} s a trial,"
                                   f" {DEFAULT_START_S:.0f} s a server start, {policy.judge.min_trials} trials a"
-                                  f" level a side, {DEFAULT_RESTARTS} starts)")
+                                  f" level a side, {DEFAULT_RESTARTS} starts); {said}")
+    candidate = sum(p.trials - p.baseline_trials for p in timed) / len(timed)
     return CostEstimate(
-        expected_trials=sum(p.trials for p in timed) / len(timed), worst_trials=worst_trials,
+        expected_trials=baseline + candidate, worst_trials=worst_trials,
         expected_starts=sum(p.starts for p in started) / len(started), worst_starts=worst_starts,
         trial_s=sum(p.trial_s for p in timed) / sum(p.trials for p in timed),
         start_s=sum(p.start_s for p in started) / sum(p.starts for p in started), gpus=gpus,
-        basis=f"from {len(history)} promote(s) on this host")
+        basis=f"from {len(history)} promote(s) on this host; {said}")
 
 
 def eta(cost: CostEstimate, elapsed_s: float) -> str:

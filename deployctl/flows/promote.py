@@ -42,7 +42,7 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
             if not plan.unchanged:
-                progress.expect(promote_cost(site, plan, ledger))
+                progress.expect(promote_cost(site, plan, baseline_max_age_s, ledger))
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="promote", profile=profile, unit_name=plan.unit_name,

@@ -46,10 +46,10 @@ def test_the_worst_case_is_the_fixed_design_then_every_critical_level_on_every_s
 
 
 def test_history_prices_trials_and_starts_at_what_this_host_spent():
-    history = [PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0),
-               PastPromote(trials=30, trial_s=600.0, starts=3, start_s=900.0)]
+    history = [PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=10),
+               PastPromote(trials=30, trial_s=600.0, starts=3, start_s=900.0, baseline_trials=14)]
     cost = estimate(FIVE, history, gpus=8)
-    assert cost.basis == "from 2 promote(s) on this host"
+    assert cost.basis == "from 2 promote(s) on this host; a fresh baseline"
     assert (cost.expected_trials, cost.expected_starts) == (25.0, 2.5)
     assert (cost.trial_s, cost.start_s) == (20.0, 300.0)
     assert cost.expected_s == 25 * 20 + 2.5 * 300
@@ -59,6 +59,16 @@ def test_history_prices_trials_and_starts_at_what_this_host_spent():
     said = " ".join(cost.describe())
     assert "GPU-hours" in said and "from 2 promote(s) on this host" in said
     assert cost.to_dict()["expected"]["wall_s"] == cost.expected_s
+
+
+def test_a_baseline_expected_reused_is_priced_at_its_confirmation_trials_and_fresh_ones_at_their_own():
+    fresh = PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=12)
+    reused = PastPromote(trials=11, trial_s=220.0, starts=2, start_s=600.0, baseline_trials=5, reused=True)
+    # The candidate's side: (20 − 12 + 11 − 5) / 2 = 7; a fresh baseline: 12 (the one fresh promote's).
+    assert estimate(FIVE, [fresh, reused], gpus=1).expected_trials == 12 + 7
+    again = estimate(FIVE, [fresh, reused], gpus=1, reuse=True)
+    assert again.expected_trials == 5 + 7 and again.basis.endswith("confirmation trial a critical level")
+    assert estimate(FIVE, (), gpus=1, reuse=True).expected_trials == 5 + 10
 
 
 @pytest.mark.parametrize(("flags", "gpus"), [({"tp": 4}, 4), ({"tp": 4, "dp": 2}, 8), ({"tp-size": "2"}, 2),
@@ -83,6 +93,7 @@ async def test_a_promote_leaves_in_the_ledger_what_it_spent_and_the_next_estimat
         # each of two levels, 1 s each — the trials the promote counts itself.
         assert (used.starts, used.start_s) == (1, 2.0)
         assert (used.trials, used.trial_s) == (12, 12.0) and used.trials == out.evidence.trials(5).run
+        assert (used.baseline_trials, used.reused) == (10, False)
         assert ledger.past_promotes(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy)) == [used]
         assert ledger.past_promotes(deployment=p.deployment, host="elsewhere", bench_key=bench_key(p.policy)) == []
 
