@@ -33,14 +33,15 @@ _PARALLEL_FLAGS = (("tp", "tp-size", "tensor-parallel-size"), ("dp", "dp-size", 
 @dataclass(frozen=True)
 class PastPromote:
     """What one finished promote on this host spent, from the ledger: the trials it ran (their own wall time),
-    of them the baseline's (a fresh baseline's, or a stored one's confirmation trials: ``reused``), and the
-    server starts it made (restart to ready)."""
+    of them the baseline's (a fresh baseline's, or a stored one's confirmation trials: ``reused``) with their
+    seconds, and the server starts it made (restart to ready)."""
 
     trials: int
     trial_s: float
     starts: int
     start_s: float
     baseline_trials: int = 0
+    baseline_s: float = 0.0
     reused: bool = False
 
 
@@ -49,21 +50,22 @@ class CostEstimate:
     """Expected and worst-case cost of one promote; seconds are wall time, GPU-hours are that × ``gpus``."""
 
     expected_trials: float
-    worst_trials: int
+    expected_trial_s: float  # the expected trials' seconds (the baseline's and the candidate's side each priced
+    worst_trials: int        # at their own trials' duration: a slow candidate's trials cost more)
+    worst_trial_s: float
     expected_starts: float
     worst_starts: int
-    trial_s: float  # one trial, on this host (or the default)
     start_s: float  # one server start to ready, on this host (or the default)
     gpus: int
     basis: str  # what the estimate rests on, for the operator
 
     @property
     def expected_s(self) -> float:
-        return self.expected_trials * self.trial_s + self.expected_starts * self.start_s
+        return self.expected_trial_s + self.expected_starts * self.start_s
 
     @property
     def worst_s(self) -> float:
-        return self.worst_trials * self.trial_s + self.worst_starts * self.start_s
+        return self.worst_trial_s + self.worst_starts * self.start_s
 
     @property
     def expected_gpu_h(self) -> float:
@@ -81,10 +83,10 @@ class CostEstimate:
                 f"  the estimate rests on {self.basis}"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpus": self.gpus, "basis": self.basis, "trial_s": self.trial_s, "start_s": self.start_s,
-                "expected": {"trials": self.expected_trials, "starts": self.expected_starts,
-                             "wall_s": self.expected_s, "gpu_hours": self.expected_gpu_h},
-                "worst": {"trials": self.worst_trials, "starts": self.worst_starts,
+        return {"gpus": self.gpus, "basis": self.basis, "start_s": self.start_s,
+                "expected": {"trials": self.expected_trials, "trial_s": self.expected_trial_s,
+                             "starts": self.expected_starts, "wall_s": self.expected_s, "gpu_hours": self.expected_gpu_h},
+                "worst": {"trials": self.worst_trials, "trial_s": self.worst_trial_s, "starts": self.worst_starts,
                           "wall_s": self.worst_s, "gpu_hours": self.worst_gpu_h}}
 
 
@@ -103,22 +105,38 @@ def estimate(policy: Policy, history: Sequence[PastPromote], gpus: int, *, reuse
     worst_starts = 2 * starts - 1
     timed = [p for p in history if p.trials > 0]
     started = [p for p in history if p.starts > 0]
-    fresh = [p.baseline_trials for p in timed if not p.reused]
-    # The baseline's side is priced apart: whether this promote reuses a stored baseline is known before it runs.
-    baseline = critical if reuse else (sum(fresh) / len(fresh) if fresh else levels * policy.judge.min_trials)
     said = "a stored baseline reused after a confirmation trial a critical level" if reuse else "a fresh baseline"
     if not timed or not started:
-        return CostEstimate(expected_trials=baseline + levels * policy.judge.min_trials, worst_trials=worst_trials,
-                            expected_starts=DEFAULT_RESTARTS, worst_starts=worst_starts, trial_s=DEFAULT_TRIAL_S,
-                            start_s=DEFAULT_START_S, gpus=gpus,
-                            basis=f"no history on this host: defaults ({DEFAULT_TRIAL_S:.0f} s a trial,"
-                                  f" {DEFAULT_START_S:.0f} s a server start, {policy.judge.min_trials} trials a"
-                                  f" level a side, {DEFAULT_RESTARTS} starts); {said}")
-    candidate = sum(p.trials - p.baseline_trials for p in timed) / len(timed)
+        baseline = critical if reuse else levels * policy.judge.min_trials
+        trials = baseline + levels * policy.judge.min_trials
+        return CostEstimate(
+            expected_trials=trials, expected_trial_s=trials * DEFAULT_TRIAL_S, worst_trials=worst_trials,
+            worst_trial_s=worst_trials * DEFAULT_TRIAL_S, expected_starts=DEFAULT_RESTARTS, worst_starts=worst_starts,
+            start_s=DEFAULT_START_S, gpus=gpus,
+            basis=f"no history on this host: defaults ({DEFAULT_TRIAL_S:.0f} s a trial, {DEFAULT_START_S:.0f} s a"
+                  f" server start, {policy.judge.min_trials} trials a level a side, {DEFAULT_RESTARTS} starts); {said}")
+    # Each side at its own trials' duration; the baseline's side is priced apart, as whether this promote
+    # reuses a stored baseline is known before it runs.
+    one = sum(p.trial_s for p in timed) / sum(p.trials for p in timed)
+    measured = sum(p.baseline_trials for p in timed)
+    baseline_one = sum(p.baseline_s for p in timed) / measured if measured else one
+    others = sum(p.trials - p.baseline_trials for p in timed)
+    candidate_one = sum(p.trial_s - p.baseline_s for p in timed) / others if others else one
+    fresh = [p for p in timed if not p.reused and p.baseline_trials]
+    if reuse:
+        baseline, baseline_s = float(critical), critical * baseline_one
+    elif fresh:
+        baseline = sum(p.baseline_trials for p in fresh) / len(fresh)
+        baseline_s = sum(p.baseline_s for p in fresh) / len(fresh)
+    else:
+        baseline = float(levels * policy.judge.min_trials)
+        baseline_s = baseline * baseline_one
+    candidate = others / len(timed)
     return CostEstimate(
-        expected_trials=baseline + candidate, worst_trials=worst_trials,
+        expected_trials=baseline + candidate, expected_trial_s=baseline_s + candidate * candidate_one,
+        worst_trials=worst_trials,
+        worst_trial_s=worst_trials / 2 * (baseline_one + candidate_one),  # half of them the baseline's (B1–B3)
         expected_starts=sum(p.starts for p in started) / len(started), worst_starts=worst_starts,
-        trial_s=sum(p.trial_s for p in timed) / sum(p.trials for p in timed),
         start_s=sum(p.start_s for p in started) / sum(p.starts for p in started), gpus=gpus,
         basis=f"from {len(history)} promote(s) on this host; {said}")
 

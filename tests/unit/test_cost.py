@@ -46,15 +46,16 @@ def test_the_worst_case_is_the_fixed_design_then_every_critical_level_on_every_s
 
 
 def test_history_prices_trials_and_starts_at_what_this_host_spent():
-    history = [PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=10),
-               PastPromote(trials=30, trial_s=600.0, starts=3, start_s=900.0, baseline_trials=14)]
+    history = [PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=10, baseline_s=100.0),
+               PastPromote(trials=30, trial_s=600.0, starts=3, start_s=900.0, baseline_trials=14, baseline_s=140.0)]
     cost = estimate(FIVE, history, gpus=8)
     assert cost.basis == "from 2 promote(s) on this host; a fresh baseline"
-    assert (cost.expected_trials, cost.expected_starts) == (25.0, 2.5)
-    assert (cost.trial_s, cost.start_s) == (20.0, 300.0)
-    assert cost.expected_s == 25 * 20 + 2.5 * 300
-    assert cost.worst_s == 100 * 20 + 3 * 300
-    assert cost.worst_gpu_h == pytest.approx((100 * 20 + 3 * 300) * 8 / 3600)
+    assert (cost.expected_trials, cost.expected_starts, cost.start_s) == (25.0, 2.5, 300.0)
+    # A fresh baseline: their mean, 12 trials in 120 s; the candidate's side: their mean, 13 trials in 380 s.
+    assert cost.expected_trial_s == 120 + 380 and cost.expected_s == 500 + 2.5 * 300
+    # Worst: half of the 100 trials at the baseline's 10 s, half at the candidate's side's 760 s / 26.
+    assert cost.worst_s == pytest.approx(50 * (10 + 760 / 26) + 3 * 300)
+    assert cost.worst_gpu_h == pytest.approx(cost.worst_s * 8 / 3600)
     assert spent(history[0], gpus=8) == pytest.approx(1000 * 8 / 3600)
     said = " ".join(cost.describe())
     assert "GPU-hours" in said and "from 2 promote(s) on this host" in said
@@ -62,12 +63,16 @@ def test_history_prices_trials_and_starts_at_what_this_host_spent():
 
 
 def test_a_baseline_expected_reused_is_priced_at_its_confirmation_trials_and_fresh_ones_at_their_own():
-    fresh = PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=12)
-    reused = PastPromote(trials=11, trial_s=220.0, starts=2, start_s=600.0, baseline_trials=5, reused=True)
+    fresh = PastPromote(trials=20, trial_s=400.0, starts=2, start_s=600.0, baseline_trials=12, baseline_s=240.0)
+    reused = PastPromote(trials=11, trial_s=220.0, starts=2, start_s=600.0, baseline_trials=5, baseline_s=100.0,
+                         reused=True)
     # The candidate's side: (20 − 12 + 11 − 5) / 2 = 7; a fresh baseline: 12 (the one fresh promote's).
-    assert estimate(FIVE, [fresh, reused], gpus=1).expected_trials == 12 + 7
+    first = estimate(FIVE, [fresh, reused], gpus=1)
+    assert (first.expected_trials, first.expected_trial_s) == (12 + 7, 240 + 140)
     again = estimate(FIVE, [fresh, reused], gpus=1, reuse=True)
-    assert again.expected_trials == 5 + 7 and again.basis.endswith("confirmation trial a critical level")
+    # Confirmation trials at the baseline's 20 s a trial.
+    assert (again.expected_trials, again.expected_trial_s) == (5 + 7, 5 * 20 + 140)
+    assert again.basis.endswith("confirmation trial a critical level")
     assert estimate(FIVE, (), gpus=1, reuse=True).expected_trials == 5 + 10
 
 
@@ -93,13 +98,14 @@ async def test_a_promote_leaves_in_the_ledger_what_it_spent_and_the_next_estimat
         # each of two levels, 1 s each — the trials the promote counts itself.
         assert (used.starts, used.start_s) == (1, 2.0)
         assert (used.trials, used.trial_s) == (12, 12.0) and used.trials == out.evidence.trials(5).run
-        assert (used.baseline_trials, used.reused) == (10, False)
+        assert (used.baseline_trials, used.baseline_s, used.reused) == (10, 10.0, False)
         assert ledger.past_promotes(deployment=p.deployment, host=p.host, bench_key=bench_key(p.policy)) == [used]
         assert ledger.past_promotes(deployment=p.deployment, host="elsewhere", bench_key=bench_key(p.policy)) == []
 
 
 def test_the_eta_is_what_is_left_of_the_expected_time_and_past_it_the_worst_case_bounds_the_wait():
-    cost = estimate(FIVE, [PastPromote(trials=20, trial_s=1200.0, starts=2, start_s=600.0)], gpus=8)
+    cost = estimate(FIVE, [PastPromote(trials=20, trial_s=1200.0, starts=2, start_s=600.0, baseline_trials=10,
+                                       baseline_s=600.0)], gpus=8)
     assert cost.expected_s == 1800.0 and cost.worst_s == 100 * 60 + 3 * 300
     assert eta(cost, 600.0) == "ETA 20 min (expected 30 min)"
     assert eta(cost, 1900.0) == "past the expected 30 min; worst case 115 min"

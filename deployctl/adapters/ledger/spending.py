@@ -27,7 +27,8 @@ class Spending(Store):
         starts = [loads(row["detail_json"])["wait_s"] for row in self._rows(
             "SELECT detail_json FROM events WHERE release_id=? AND kind='note' AND name=?", (release_id, SERVER_START))]
         return PastPromote(trials=len(trials), trial_s=sum(trials.values()), starts=len(starts), start_s=sum(starts),
-                           baseline_trials=sum(key[0] == "baseline" for key in trials), reused=reused)
+                           baseline_trials=sum(key[0] == "baseline" for key in trials),
+                           baseline_s=sum(s for key, s in trials.items() if key[0] == "baseline"), reused=reused)
 
     def past_promotes(self, *, deployment: str, host: str | None, bench_key: str, limit: int = 20) -> list[PastPromote]:
         """What the newest finished promotes of this deployment on this host, on this sweep, spent; only those
