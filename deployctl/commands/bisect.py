@@ -16,7 +16,8 @@ from deployctl.console.release_verbs import add_candidate_arguments, locked, sit
 from deployctl.decisions.bisect_search import worst_case_trials
 from deployctl.decisions.cost import wall
 from deployctl.errors import ExitCode, UsageError
-from deployctl.flows.bisect import BASELINE_MAX_AGE_S, bisect, installed_base, recorded_rejection, search_changes
+from deployctl.flows.bisect import bisect, installed_base, recorded_rejection, search_changes
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.operations.site import Site
 
 

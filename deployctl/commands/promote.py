@@ -18,7 +18,8 @@ from deployctl.decisions.evidence import PromoteOutcome
 from deployctl.decisions.report import level_rows, outcome_json, outcome_lines, plan_lines, startup_gates
 from deployctl.errors import ExitCode, UsageError
 from deployctl.flows.bisect import bisect
-from deployctl.flows.promote import BASELINE_MAX_AGE_S, promote
+from deployctl.flows.promote import promote
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
 from deployctl.preflight.report import format_report

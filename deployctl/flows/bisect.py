@@ -38,6 +38,7 @@ from deployctl.flows.abort import abort_on_signals
 from deployctl.flows.recover import recover_first
 from deployctl.inventory.model import Profile, resolve_profile
 from deployctl.judge.outcome import JudgeOutcome
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.live.protocols import Guard, Progress
 from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
@@ -246,9 +247,6 @@ class Bisector:
         restarts += sum(1 for note in outcome.state.done if note.startswith("rolled back"))
         return Step(trial, name, release_id, outcome.state.result.value if outcome.state.result else "unknown", obs,
                     restarts, outcome.evidence.timings.get("traffic", 0.0), self.clock() - t0)
-
-
-BASELINE_MAX_AGE_S = 3600.0
 
 
 def installed_base(site: Site) -> str:

@@ -19,11 +19,9 @@ from deployctl.decisions.evidence import PromoteOutcome
 from deployctl.errors import UsageError
 from deployctl.flows.abort import abort_on_signals
 from deployctl.flows.recover import recover_first, refuse_after_failed_rollback
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.live.protocols import Guard
 from deployctl.operations.site import Site
-
-
-BASELINE_MAX_AGE_S = 3600.0  # a baseline of the same unit, host, version and sweep this recent is reused
 
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
