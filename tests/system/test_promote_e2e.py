@@ -122,7 +122,12 @@ def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
     cost = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", "--dry-run")["cost"]
     assert cost["basis"] == ("from 1 promote(s) on this host; a stored baseline reused after a confirmation trial a"
                              " critical level"), cost
-    again = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", expect=ExitCode.REJECTED)
+    done = cli("promote", "candidate-forced-fusion", "-d", "glm5-sim", "--json")
+    assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
+    again = json.loads(done.stdout)
+    # Not a terminal: one plain line a step, each with the time spent and what is left of the estimate.
+    steps = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert steps and all("ETA " in line or "past the expected" in line for line in steps), done.stderr
     with Ledger.open(cli.state_dir) as ledger:
         used = spent(ledger.spent(again["release"]), cost["gpus"])
     assert abs(cost["expected"]["gpu_hours"] - used) <= 0.25 * used, (cost, used)
