@@ -6,18 +6,19 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
 from deployctl.adapters.ledger import resolve_state_dir
-from deployctl.errors import EnvironmentUnfit, UsageError
+from deployctl.errors import EnvironmentUnfit, ExitCode, UsageError
 from deployctl.shipped import shipped
 
 NAME = "demo"
@@ -94,12 +95,19 @@ def run(args: argparse.Namespace) -> int:
             _say(f"sandbox up in {time.monotonic() - started:.1f} s (systemd pid {box.pid}); running the demo inside it")
             extra = ["--report-dir", str(report_dir)] if report_dir else []
             extra += ["--keep", str(keep)] if keep else []
-            done = subprocess.run(box.nsenter([sys.executable, "-m", "deployctl", "demo", "--inside", str(inventory), *extra]))
-            _say("tearing the sandbox down")
+            # nsenter ignores SIGINT, so it stays to hand back the exit code of the demo inside, which takes it.
+            code, interrupted = _run_to_its_end(
+                box.nsenter([sys.executable, "-m", "deployctl", "demo", "--inside", str(inventory), *extra]),
+                ignore_sigint=True)
+            if not interrupted:
+                _say("tearing the sandbox down")
+    if interrupted:
+        _say("interrupted: the step under way ended first (a promote rolls back), and the sandbox is torn down")
+        return code if code == ExitCode.ROLLBACK_FAILED else ExitCode.INTERRUPTED
     _say(f"demo finished in {time.monotonic() - started:.0f} s")
     if keep is not None and (keep / "state").is_dir():
         print("\n".join(explore_lines(keep, inventory, report_dir)), flush=True)
-    return done.returncode
+    return code
 
 
 def explore_lines(keep: Path, inventory: Path, report_dir: Path | None) -> list[str]:
@@ -133,21 +141,28 @@ def demo_inventory(path: Path) -> dict[str, Any]:
 
 def _inside(inventory: Path, report_dir: str | None = None, keep: Path | None = None) -> int:
     """Inside the sandbox: standard paths (unit dirs, journal, /var/lib/deployctl on a private tmpfs)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # nsenter passed SIGINT on ignored: Ctrl-C is ours
     os.environ["DEPLOYCTL_INVENTORY"] = str(inventory)
     codes = []
-    for deployment in dict.fromkeys(d for d, _, _ in STEPS):
-        _say(f"installing the baseline of {deployment} as its known-good unit")
-        if _shell("restart", deployment, "--profile", "baseline") != 0:
-            return 1
-    for n, (deployment, profile, story) in enumerate(STEPS):
-        _say(f"{story}")
-        codes.append(_shell("promote", profile, "-d", deployment))
-        if report_dir:
-            _shell("report", str(_newest_release(deployment)), "-o", str(Path(report_dir) / f"incident-{'ab'[n]}.html"))
-    _shell("history")
+    stopped: _Interrupted | None = None
+    try:
+        for deployment in dict.fromkeys(d for d, _, _ in STEPS):
+            _say(f"installing the baseline of {deployment} as its known-good unit")
+            if _shell("restart", deployment, "--profile", "baseline") != 0:
+                return 1
+        for n, (deployment, profile, story) in enumerate(STEPS):
+            _say(f"{story}")
+            codes.append(_shell("promote", profile, "-d", deployment))
+            if report_dir:
+                _shell("report", str(_newest_release(deployment)), "-o", str(Path(report_dir) / f"incident-{'ab'[n]}.html"))
+        _shell("history")
+    except _Interrupted as stop:
+        stopped = stop  # the ledger still says what the interrupted step did: keep it
     if keep is not None:  # the ledger lives on the sandbox's tmpfs: copy it out, every deployctl in here has exited
         shutil.copytree(resolve_state_dir(None, os.environ), keep / "state")
         (keep / "state").chmod(0o700)  # as a state directory is (the copy took the tmpfs root's 1777)
+    if stopped is not None:
+        return stopped.code if stopped.code == ExitCode.ROLLBACK_FAILED else ExitCode.INTERRUPTED
     expected = [10] * len(STEPS)
     _say("both candidates were rejected and rolled back, as they should be" if codes == expected
          else f"unexpected exit codes {codes} (expected {expected})")
@@ -161,9 +176,39 @@ def _newest_release(deployment: str) -> int:
         return ledger.history(deployment, 1)[0].id
 
 
+class _Interrupted(Exception):
+    """Ctrl-C reached a step of the demo, which has ended (with ``code``): the steps after it are skipped."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _shell(*args: str) -> int:
     print(f"\n$ deployctl {' '.join(args)}", flush=True)
-    return subprocess.run([sys.executable, "-m", "deployctl", *args]).returncode
+    code, interrupted = _run_to_its_end([sys.executable, "-m", "deployctl", *args])
+    if interrupted:
+        raise _Interrupted(code)
+    return code
+
+
+def _run_to_its_end(argv: Sequence[str], *, ignore_sigint: bool = False) -> tuple[int, bool]:
+    """Run ``argv`` and wait for it even through Ctrl-C: (its exit code, whether Ctrl-C came).
+
+    A terminal sends SIGINT to its whole foreground process group, so the command got it too and ends its
+    own way: a promote rolls back first. ``subprocess.run`` would kill it a quarter of a second later.
+    """
+    interrupted = False
+    with subprocess.Popen(argv, preexec_fn=_ignore_sigint if ignore_sigint else None) as proc:
+        while True:
+            try:
+                return proc.wait(), interrupted
+            except KeyboardInterrupt:
+                interrupted = True
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _say(text: str) -> None:
