@@ -117,15 +117,26 @@ def explore_lines(keep: Path, inventory: Path, report_dir: Path | None) -> list[
     with Ledger.open(keep / "state") as ledger:
         releases = ledger.history(None, 20)
     env = f"export DEPLOYCTL_STATE_DIR={shlex.quote(str(keep / 'state'))} DEPLOYCTL_INVENTORY={shlex.quote(str(inventory))}"
+    me = deployctl_command()
     lines = [f"\n==> kept in {keep}: the ledger (state/), the inventory ({inventory.name})"
              + (f", the HTML reports ({report_dir}/incident-a.html, incident-b.html)" if report_dir else ""),
-             "explore them (no GPU, no systemd needed):", f"  {env}", "  deployctl history"]
+             "explore them (no GPU, no systemd needed):", f"  {env}", f"  {me} history"]
     promoted = [r for r in reversed(releases) if (r.deployment, r.profile) in {(d, p) for d, p, _ in STEPS}]
     for release in promoted:
-        lines.append(f"  deployctl show {release.id}    # {release.deployment} {release.profile}: what happened, the evidence")
+        lines.append(f"  {me} show {release.id}    # {release.deployment} {release.profile}: what happened, the evidence")
     if promoted:
-        lines.append(f"  deployctl report {promoted[0].id} -o report.html    # the HTML report again, from the ledger")
+        lines.append(f"  {me} report {promoted[0].id} -o report.html    # the HTML report again, from the ledger")
     return lines
+
+
+def deployctl_command() -> str:
+    """How to run this deployctl again: ``deployctl`` when that is the one on PATH, else its path (scripts/demo
+    runs the checkout's .venv/bin/deployctl, which a shell does not find by name)."""
+    here = Path(sys.executable).parent / "deployctl"
+    if not here.exists():
+        return "deployctl"
+    found = shutil.which("deployctl")
+    return "deployctl" if found is not None and Path(found).resolve() == here.resolve() else shlex.quote(str(here))
 
 
 def demo_inventory(path: Path) -> dict[str, Any]:

@@ -199,7 +199,8 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
                      f"candidate's {starts}): {ev.starts.outcome.value}")
     if ev.output is not None:
         lines += verdict_lines(ev.output)
-    lines += [f"  - {r}" for r in state.reasons]
+    said = {f"startup gate: {f}" for f in ev.gate_failures}  # the reasons repeat them: printed once, above
+    lines += [f"  - {r}" for r in state.reasons if r not in said]
     if ev.drift is not None and ev.drift.drifted:
         lines.append("  note: the restored baseline measured differently from before: environment drift, not only the candidate")
     if state.done:
