@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
@@ -33,17 +33,18 @@ from deployctl.commands.check import format_report
 from deployctl.commands.options import shift_deployment
 from deployctl.commands.output import TerminalProgress, emit, emit_json
 from deployctl.errors import ExitCode, UsageError
-from deployctl.live.protocols import Guard
+from deployctl.live.protocols import Guard, Preflight
 from deployctl.live.site import Site
 from deployctl.preflight import run_preflight
 from deployctl.promote import dead_man as switch
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import PromoteOutcome
+from deployctl.promote.evidence import Plan, PreflightResult, PromoteOutcome
 from deployctl.promote.report import (
     level_rows,
     outcome_json,
     outcome_lines,
     plan_lines,
+    preflight_lines,
     startup_gates,
 )
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
                                   guard=dead_man(args, site), inventory=inventory_note(args),
-                                  output_gate=not args.skip_output_gate))
+                                  output_gate=not args.skip_output_gate, show_plan=None if args.json else print_now))
         if args.bisect and out.state.result is m.Result.REJECTED:
             from deployctl.commands import bisect  # it builds on this verb
 
@@ -122,7 +123,7 @@ def _report(out: PromoteOutcome, *, as_json: bool) -> None:
         emit_json(outcome_json(out))
     else:
         ev = out.evidence
-        emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+        emit(outcome_lines(out, plan_shown=True), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
 
 
 def _one_profile(args: argparse.Namespace) -> None:
@@ -177,8 +178,12 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
 
 async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
                   baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
-                  inventory: str | None = None, output_gate: bool = True) -> PromoteOutcome:
-    """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
+                  inventory: str | None = None, output_gate: bool = True,
+                  show_plan: Callable[[Sequence[str]], None] | None = None) -> PromoteOutcome:
+    """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back.
+
+    ``show_plan`` hears the plan before the work starts and the pre-flight warnings once they are known (a
+    report at the end said them only after VERIFY)."""
     # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy), which
     # every other verb would pay for at start-up, as they import this module's helpers (benchmarks/cli_startup.py).
     from deployctl.live.bindings import live_adapters
@@ -190,6 +195,9 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             say(await recover_first(ledger, site, adapters, NAME))
             await refuse_after_failed_rollback(ledger, site, adapters)
             plan = site.plan(profile)
+            if show_plan is not None:
+                show_plan(plan_lines(plan, restart=False))
+                adapters.preflight = WarningsAtOnce(adapters.preflight, show_plan)
             previous = adopt_installed(ledger, site)
             release_id = ledger.begin_release(
                 deployment=site.name, kind="promote", profile=profile, unit_name=plan.unit_name,
@@ -203,6 +211,25 @@ async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: 
             abort_on_signals(runner, lock)
             return await runner.run(m.start(limits(site.policy, preflight=preflight, output_gate=output_gate),
                                             unchanged=plan.unchanged))
+
+
+def print_now(lines: Sequence[str]) -> None:
+    """To stdout at once: flushed, so it comes before the progress that follows on stderr (a terminal, or
+    cron's one pipe for both)."""
+    if lines:
+        print("\n".join(lines), flush=True)
+
+
+class WarningsAtOnce:
+    """The pre-flight adapter, whose warnings are shown as soon as it has found them."""
+
+    def __init__(self, preflight: Preflight, show: Callable[[Sequence[str]], None]) -> None:
+        self.preflight, self.show = preflight, show
+
+    async def check(self, plan: Plan) -> PreflightResult:
+        result = await self.preflight.check(plan)
+        self.show(preflight_lines(result))
+        return result
 
 
 def crash_after(env: Mapping[str, str]) -> m.Phase | None:

@@ -17,7 +17,7 @@ from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.outputgate.verdict import verdict_lines
 from deployctl.promote import machine as m
-from deployctl.promote.evidence import LevelRow, Plan, PromoteOutcome
+from deployctl.promote.evidence import LevelRow, Plan, PreflightResult, PromoteOutcome
 from deployctl.promote.records import Release
 from deployctl.promote.state import PHASE_WIDTH
 
@@ -166,12 +166,18 @@ def startup_gates(policy: Policy) -> list[str]:
     return gates
 
 
-def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
-    """The story of a promote (or, with ``heading``, of a rollback, whose plan has no policy to show)."""
+def preflight_lines(result: PreflightResult | None) -> list[str]:
+    return [f"pre-flight warning: {w}" for w in result.warnings] if result is not None else []
+
+
+def outcome_lines(out: PromoteOutcome, heading: str | None = None, *, plan_shown: bool = False) -> list[str]:
+    """The story of a promote (or, with ``heading``, of a rollback, whose plan has no policy to show);
+    ``plan_shown``: the plan and the pre-flight warnings were printed before the work, as they came."""
     ev, state = out.evidence, out.state
-    lines = [heading] if heading else plan_lines(out.plan, restart=False)
-    if ev.preflight is not None:
-        lines += [f"pre-flight warning: {w}" for w in ev.preflight.warnings]
+    if plan_shown:
+        lines = []
+    else:
+        lines = ([heading] if heading else plan_lines(out.plan, restart=False)) + preflight_lines(ev.preflight)
     if ev.reuse is not None:
         lines.append(f"  {ev.reuse.describe()}")
     elif ev.fresh_because and ev.baseline is not None:
