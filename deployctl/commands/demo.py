@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             code, interrupted = _run_to_its_end(
                 box.nsenter([sys.executable, "-m", "deployctl", "demo", "--inside", str(inventory), *extra]),
                 ignore_sigint=True)
+            # The demo inside exits 130 on a SIGINT that this process ignored (started in the background).
+            interrupted = interrupted or code == ExitCode.INTERRUPTED
             if not interrupted:
                 _say("tearing the sandbox down")
     if interrupted:
@@ -179,6 +181,8 @@ def _inside(inventory: Path, report_dir: str | None = None, keep: Path | None = 
         _shell("history")
     except _Interrupted as stop:
         stopped = stop  # the ledger still says what the interrupted step did: keep it
+    except KeyboardInterrupt:  # between two steps: none was under way
+        stopped = _Interrupted(ExitCode.INTERRUPTED)
     if keep is not None:  # the ledger lives on the sandbox's tmpfs: copy it out, every deployctl in here has exited
         shutil.copytree(resolve_state_dir(None, os.environ), keep / "state")
         (keep / "state").chmod(0o700)  # as a state directory is (the copy took the tmpfs root's 1777)
