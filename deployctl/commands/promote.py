@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from typing import Sequence
 
 from deployctl.console.bisect_output import report as report_bisect
 from deployctl.console.cost import promote_cost
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
                                   guard=dead_man(args, site), inventory=inventory_note(args),
-                                  output_gate=not args.skip_output_gate))
+                                  output_gate=not args.skip_output_gate, show_plan=None if args.json else print_now))
         if args.bisect and out.state.result is m.Result.REJECTED:
             if not args.json:
                 _report(out, as_json=False)
@@ -98,7 +99,14 @@ def _report(out: PromoteOutcome, *, as_json: bool) -> None:
         emit_json(outcome_json(out))
     else:
         ev = out.evidence
-        emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+        emit(outcome_lines(out, plan_shown=True), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+
+
+def print_now(lines: Sequence[str]) -> None:
+    """To stdout at once: flushed, so it comes before the progress that follows on stderr (a terminal, or
+    cron's one pipe for both)."""
+    if lines:
+        print("\n".join(lines), flush=True)
 
 
 def _one_profile(args: argparse.Namespace) -> None:

@@ -10,6 +10,7 @@ in any order.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -104,6 +105,17 @@ def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
     assert _installed_profile(cli.box, dep["unit"]) == "baseline"
     assert _healthy(dep["port"])
     assert _promotes(cli) == [("candidate", "rejected")]
+
+
+def test_the_plan_comes_before_the_work_in_one_pipe_and_trials_say_of_how_many(world):
+    # cron's way: stdout and stderr into one pipe; the plan and the pre-flight warnings came only after VERIFY
+    cli, _ = world
+    out = cli.output(cli.start("promote", "candidate", "-d", "qwen35-sim"))
+    warning = "pre-flight warning: --enable-flashinfer-allreduce-fusion"
+    assert out.count("promote candidate → qwen35-sim") == 1 and out.count(warning) == 1, out
+    assert out.index("promote candidate → qwen35-sim") < out.index("PREFLIGHT") < out.index(warning) \
+        < out.index("BASELINE") < out.index("ROLLBACK") < out.index("REJECTED: rolled back"), out
+    assert re.search(r"C=2 trial 1 of 3: [0-9.]+ tok/s", out), out  # baseline_trials: 3 (support/promote_world.py)
 
 
 def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
