@@ -31,6 +31,7 @@ from deployctl.commands.options import (
 )
 from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.live.protocols import Adapters, Progress
 from deployctl.live.recovery import (
     Recovered,
@@ -90,8 +91,9 @@ def who() -> str:
 
 
 def limits(policy: Policy, *, preflight: bool = True, output_gate: bool = True) -> m.Limits:
-    # Each round adds at least one trial, so this many rounds always reach the judge's max_trials.
-    rounds = policy.judge.max_trials - policy.judge.min_trials + 1
+    # Each round adds at least one trial, so this many rounds always reach the judge's max_trials, and the
+    # trials a stall set aside on top of it.
+    rounds = policy.judge.max_trials - policy.judge.min_trials + 1 + MAX_STALL_EXTRA
     return m.Limits(bench_rounds=rounds, keep_when_inconclusive=policy.judge.inconclusive == "keep_candidate",
                     preflight=preflight, output_gate=output_gate and policy.gates.output.enabled,
                     output_first=policy.gates.output.run == "first")

@@ -43,7 +43,7 @@ from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
     DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
 )
-from deployctl.judge.metrics import METRICS, judgeable_by_trial
+from deployctl.judge.metrics import METRICS, judgeable_by_trial, stall_scale
 from deployctl.judge.sweep import sweep_shock, sweep_spreads
 from deployctl.judge.verdict import Verdict, judge
 from deployctl.judge.wording import format_interval, format_pct
@@ -462,8 +462,9 @@ def _limit_log(policy: JudgePolicy, c: int) -> float:
 
 def _start(result: BenchResult, levels: Sequence[int], metric: str) -> _Start:
     logs = {}
+    sigma = stall_scale((result,), METRICS[metric])
     for c in levels:
-        values = judgeable_by_trial(result.level(c), metric)
+        values = judgeable_by_trial(result.level(c), metric, sigma)
         if values:
             logs[c] = {k: math.log(v) for k, v in values.items()}
     return _Start(logs)

@@ -19,6 +19,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.protocols import Adapters
 from deployctl.live.site import Site
@@ -171,7 +172,7 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     from deployctl.judge.verdict import judge
 
     result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
-    for _ in range(policy.judge.max_trials - policy.judge.min_trials):
+    for _ in range(policy.judge.max_trials - policy.judge.min_trials + MAX_STALL_EXTRA):
         if reference is None:
             break
         verdict = judge(reference, result, policy.judge)
