@@ -12,8 +12,8 @@ and the suspects are set aside when the side's other trials are the majority and
 judgement then rests on trials that agree. A mix without such a majority asks one more trial at the level
 first (``more``); set-aside trials do not count against ``max_trials``, up to ``MAX_STALL_EXTRA`` a side.
 A slowdown every trial shows is never set aside: then nothing is a suspect by value, and a timing
-signature every trial shows (C above the server's capacity queues the batch's tail every time) is the
-server's behaviour.
+signature every one of ``CONSISTENT`` trials shows (C above the server's capacity queues the batch's tail
+every time) is the server's behaviour, judged as it is.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ from deployctl.judge.wording import format_pct
 # At σ = 3 % that is 0.21 (−19 %); a stall reads −36 % (0.45); a host noisier than 6 % a trial hides it.
 STALL_SDS = 5.0
 STALL_GAP_LOG = 0.15
+# A timing signature this many trials in a row show is the server's, not a hiccup: two stalls in a row
+# (0.6 % of levels at 8 % stalls) are told from it by one more trial.
+CONSISTENT = 3
 # At most this many trials a side and level may be set aside or asked on top of ``max_trials``: stalls
 # are a few % of trials, and a host that stalls more than that is noise the judge must see.
 MAX_STALL_EXTRA = 2
@@ -83,7 +86,7 @@ def sort_stalls(
     if not suspects:
         return StallSort(tuple(trials))
     extra = min(len(suspects), MAX_STALL_EXTRA)
-    if len(suspects) == len(trials):  # every trial shows it: the server's behaviour, judged as it is
+    if len(suspects) == len(trials) >= CONSISTENT:  # every trial shows it: the server's behaviour, judged as it is
         return StallSort(tuple(trials))
     clean = tuple((t, v) for t, v in trials if all(t is not s for s, _ in suspects))
     if len(clean) >= 2 and len(clean) > len(suspects):

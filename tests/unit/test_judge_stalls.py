@@ -140,3 +140,14 @@ def test_the_baseline_gets_one_more_trial_for_a_stall_and_does_not_learn_it_as_n
     measured = sweep({c: [5230.0, 5244.0] for c in (1, 4, 16, 32)} | {64: [5238.0, 3350.0]})
     assert baseline_top_up(policy, measured, {}).get(64) == 1
     assert aa_samples(sweep({64: [5238.0, 3350.0, 5226.0]}), "output_tok_s") == {64: [5238.0, 5226.0]}
+
+
+def test_two_stalled_trials_of_two_ask_one_more_and_three_are_the_servers_behaviour():
+    two = {i: "stalled 0.9 s before admitting the batch's tail" for i in range(2)}
+    assert sort_stalls(pairs([3350.0, 3340.0], stalled=two), 64, "candidate").more is not None
+    three = {i: "stalled 0.9 s before admitting the batch's tail" for i in range(3)}
+    sort = sort_stalls(pairs([3350.0, 3340.0, 5230.0], stalled=two), 64, "candidate")
+    assert sort.more is not None  # two stalls and one clean trial: no clean majority yet
+    sort = sort_stalls(pairs([3350.0, 3340.0, 5230.0, 5219.0, 5241.0], stalled=two), 64, "candidate")
+    assert len(sort.set_aside) == 2 and sort.values == [5230.0, 5219.0, 5241.0]
+    assert sort_stalls(pairs([3350.0, 3340.0, 3345.0], stalled=three), 64, "candidate").more is None
