@@ -8,8 +8,8 @@ cannot tell it from a slowdown; its requests can:
 - a **common gap**: once streaming began, no stream delivered a token for a long while although requests
   were in flight (the whole server paused);
 - a **late tail**: the requests' TTFTs split into two groups far apart, the later group admitted that much
-  later, while the inter-token latency of the late group is no worse than the early one's (a slower
-  server makes every token slower, not only the tail's first).
+  later (a slower server makes every token slower, its TTFTs do not split; the head's inter-token latency
+  is no guide either: it decodes in a smaller batch while the tail is held).
 
 ``find_stall`` returns what it saw, in the operator's words; whether the trial is set aside is the judge's
 call against the level's other trials (``deployctl.judge.stalls``): a signature every trial shows is the
@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # metrics calls find_stall when it summarizes a trial
 # of a large admitted batch pauses decoding for a fraction of a second on its own.
 MIN_STALL_S = 0.25
 STALL_ITL_MULTIPLE = 10.0
-# A late group's ITL this much above the early group's means the server got slower, not that it paused.
-SAME_ITL = 1.5
 # The late group must be at least this share of the requests: a single slow TTFT is a tail, not a batch's.
 MIN_TAIL_SHARE = 0.05
 
@@ -51,16 +49,12 @@ def find_stall(records: Sequence[RequestRecord]) -> str | None:
 
 
 def _late_tail(ok: Sequence[RequestRecord], floor: float) -> float | None:
-    """The delay of a late-admitted group of requests whose decoding is no slower than the early group's."""
-    ttfts = sorted(((r.sample.ttft_s or 0.0), i) for i, r in enumerate(ok))
-    jumps = [(b[0] - a[0], k + 1) for k, (a, b) in enumerate(zip(ttfts, ttfts[1:]))]
+    """The delay of a group of requests admitted late, at least ``floor`` after the others' first tokens."""
+    ttfts = sorted(r.sample.ttft_s or 0.0 for r in ok)
+    jumps = [(b - a, k + 1) for k, (a, b) in enumerate(zip(ttfts, ttfts[1:]))]
     jump, cut = max(jumps)
     least = max(1, int(MIN_TAIL_SHARE * len(ok)))
     if jump < floor or cut < least or len(ok) - cut < least:
-        return None
-    early = [g for _, i in ttfts[:cut] for g in ok[i].sample.itl_s]
-    later = [g for _, i in ttfts[cut:] for g in ok[i].sample.itl_s]
-    if early and later and median(later) > SAME_ITL * median(early):
         return None
     return jump
 

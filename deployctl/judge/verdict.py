@@ -77,6 +77,8 @@ class LevelVerdict:
     candidate_trials_run: int = 0  # valid and invalid: what the budget counts
     more_trials: int = 0
     notes: tuple[str, ...] = ()  # secondary evidence, ignored trials
+    # Trials set aside as stalls (``stalls.sort_stalls``), one line each: reasons, as the verdict's own evidence.
+    set_aside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,7 @@ def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdic
     reasons = [_headline(outcome, critical, more)]
     reasons += [lv.reason for lv in ordered]
     reasons += [f"advisory {lv.reason}" for lv in sorted(advisory, key=lambda lv: lv.concurrency)]
+    reasons += [line for lv in levels for line in lv.set_aside]
     level_notes = tuple(n for lv in levels for n in lv.notes)
     return Verdict(outcome, levels, tuple(reasons), more, notes + level_notes)
 
@@ -235,9 +238,7 @@ def _judge_level(
     c_sort = sort_stalls(c_valid, c, "candidate", sigma=stall_sigma, higher_is_better=metric.higher_is_better)
     b_ok, b_far = set_aside_outliers(b_sort.values)
     c_ok, c_far = set_aside_outliers(c_sort.values)
-    notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + (
-        b_sort.set_aside + c_sort.set_aside
-    ) + tuple(
+    notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + tuple(
         f"C={c}: a {side} trial at {value:.1f} set aside as an outlier ({format_pct(value / median - 1)} from the"
         f" median of its {n} trials)"
         for side, far in (("baseline", b_far), ("candidate", c_far))
@@ -245,7 +246,7 @@ def _judge_level(
     ) + ((shared.alone,) if shared is not None and shared.alone else ())
     common = dict(
         concurrency=c, role=rule.role, baseline_trials=len(b_ok), candidate_trials=len(c_ok),
-        candidate_trials_run=run, notes=notes,
+        candidate_trials_run=run, notes=notes, set_aside=b_sort.set_aside + c_sort.set_aside,
     )
     if not b_ok:
         return LevelVerdict(state=LevelState.INVALID, reason=f"C={c}: no valid baseline trial{_why(b_bad)}", **common)

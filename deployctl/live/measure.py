@@ -92,6 +92,7 @@ class LiveBench:
         if self.note is not None and p.result is not None:
             t = p.result
             invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
+            invalid += f"; {t.stall}" if t.stall else ""
             power = render_telemetry(t.telemetry)
             self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
                       f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}" + (f"; {power}" if power else ""))

@@ -20,7 +20,7 @@ class Faults:
     crash_after: int | None = None        # SIGKILL the server after N completed requests
     error_rate: float = 0.0               # share of requests answered with HTTP 500
     stall_streams: bool = False           # streams send their first token, then nothing
-    batch_stall: float = 0.0              # share of busy periods whose batch's tail is admitted late (engine.py)
+    batch_stall: float = 0.0              # share of batches whose tail is admitted late (engine.py)
     batch_stall_s: float = 0.9            # by this many simulated seconds
     slow_start: float = 1.0               # extra multiplier on startup phase durations
     outputs: frozenset[str] = frozenset()  # wrong_sums | garbage: the answers change (deployctl/sim/answers.py)
