@@ -89,6 +89,7 @@ from deployctl.judge.stats import (
 from deployctl.judge.stalls import MAX_STALL_EXTRA, sort_stalls
 from deployctl.judge.sweep import false_fail_per_test
 from deployctl.judge.verdict import Outcome, judge
+from deployctl.judge.wording import signed
 
 SIGMAS = (0.01, 0.02, 0.03)
 STALL_SIZE = -0.36
@@ -120,7 +121,7 @@ class NoiseModel:
         parts = ([f"shared per-trial shock, correlation {self.shock_corr:g}"] if self.shock_corr else []) + (
             [f"restart offset σ {100 * self.restart_sigma:g} % a start"] if self.restart_sigma else []) + (
             [f"Student t noise, {self.tails_df:g} df"] if self.tails_df else []) + (
-            [f"stalls: {100 * self.stall_rate:g} % of trials at {100 * self.stall_size:+g} %, ".replace("-", "−")
+            [f"stalls: {100 * self.stall_rate:g} % of trials at {signed(100 * self.stall_size)} %, "
              f"{100 * self.stall_seen:g} % of them seen in the timings"] if self.stall_rate else [])
         return ", ".join(parts) or "i.i.d. lognormal"
 
