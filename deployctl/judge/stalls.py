@@ -8,8 +8,8 @@ trials, and two stalls at one level are never its minority. So a trial is a *sus
 - it is further below the side's best trial than the noise allows (``STALL_SDS`` robust standard
   deviations of a pair's difference, ``stall_sigma``: a stall only ever makes a trial worse),
 
-and the suspects are set aside when the side's other trials are the majority and at least two: the
-judgement then rests on trials that agree. A mix without such a majority asks one more trial at the level
+and the suspects are set aside when the side's other trials are at least two and the majority (or when
+every suspect's own timings show its stall): the judgement then rests on trials that agree. A mix without such a majority asks one more trial at the level
 first (``more``); set-aside trials do not count against ``max_trials``, up to ``MAX_STALL_EXTRA`` a side.
 A slowdown every trial shows is never set aside: then nothing is a suspect by value, and a timing
 signature every one of ``CONSISTENT`` trials shows (C above the server's capacity queues the batch's tail
@@ -32,7 +32,9 @@ from deployctl.judge.wording import format_pct
 STALL_SDS = 5.0
 STALL_GAP_LOG = 0.15
 # A timing signature this many trials in a row show is the server's, not a hiccup: two stalls in a row
-# (0.6 % of levels at 8 % stalls) are told from it by one more trial.
+# (0.6 % of levels at 8 % stalls) are told from it by one more trial. A candidate whose baseline does not show
+# it needs one more again (``judge``): three stalls in a row, 0.05 % of a side's levels at 8 %, were half of an
+# unchanged candidate's false FAILs on the default sweep (benchmarks/judge_calibration.py --stalls).
 CONSISTENT = 3
 # At most this many trials a side and level may be set aside or asked on top of ``max_trials``: stalls
 # are a few % of trials, and a host that stalls more than that is noise the judge must see.
@@ -71,10 +73,11 @@ def stall_sigma(sides: Iterable[Sequence[float]]) -> float:
 
 def sort_stalls(
     trials: Sequence[tuple[TrialResult, float]], concurrency: int, side: str, *, sigma: float = 0.0,
-    higher_is_better: bool = True,
+    higher_is_better: bool = True, consistent: int = CONSISTENT,
 ) -> StallSort:
     """``trials`` (valid, with their value of the judged metric) sorted for the judge; ``sigma``: the sweep's
-    ``stall_sigma``, which a trial's distance below its side's best is held against.
+    ``stall_sigma``, which a trial's distance below its side's best is held against; ``consistent``: how many
+    trials all showing a stall are the server's behaviour.
 
     ``side`` names them in the lines (``candidate``: ``C=64 candidate trial 2 stalled 0.9 s …: set aside``)."""
     sign = 1 if higher_is_better else -1
@@ -86,10 +89,12 @@ def sort_stalls(
     if not suspects:
         return StallSort(tuple(trials))
     extra = min(len(suspects), MAX_STALL_EXTRA)
-    if len(suspects) == len(trials) >= CONSISTENT:  # every trial shows it: the server's behaviour, judged as it is
+    if len(suspects) == len(trials) >= consistent:  # every trial shows it: the server's behaviour, judged as it is
         return StallSort(tuple(trials))
     clean = tuple((t, v) for t, v in trials if all(t is not s for s, _ in suspects))
-    if len(clean) >= 2 and len(clean) > len(suspects):
+    # Trials whose own timings show the stall need no majority against them: two clean trials that agree do.
+    seen = all(t.stall is not None for t, _ in suspects)
+    if len(clean) >= 2 and (len(clean) > len(suspects) or seen):
         lines = tuple(f"C={concurrency} {side} trial {t.trial + 1} {why}: set aside" for t, why in suspects)
         return StallSort(clean, lines, extra=extra)
     named = ", ".join(f"trial {t.trial + 1} {why}" for t, why in suspects)

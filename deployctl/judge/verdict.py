@@ -41,7 +41,7 @@ from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_t
 from deployctl.judge.outcome import LevelState, Outcome
 from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
-from deployctl.judge.stalls import sort_stalls
+from deployctl.judge.stalls import CONSISTENT, sort_stalls
 from deployctl.judge.stats import DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, log_ratio_interval
 from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
 from deployctl.judge.wording import format_interval, format_pct, signed
@@ -235,7 +235,8 @@ def _judge_level(
     c_valid, c_bad = valid_trials(cand.trials if cand else (), metric)
     run = len(c_valid) + len(c_bad)
     b_sort = sort_stalls(b_valid, c, "baseline", sigma=stall_sigma, higher_is_better=metric.higher_is_better)
-    c_sort = sort_stalls(c_valid, c, "candidate", sigma=stall_sigma, higher_is_better=metric.higher_is_better)
+    c_sort = sort_stalls(c_valid, c, "candidate", sigma=stall_sigma, higher_is_better=metric.higher_is_better,
+                         consistent=CONSISTENT if any(t.stall for t, _ in b_valid) else CONSISTENT + 1)
     b_ok, b_far = set_aside_outliers(b_sort.values)
     c_ok, c_far = set_aside_outliers(c_sort.values)
     notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + tuple(

@@ -152,3 +152,21 @@ def test_two_stalled_trials_of_two_ask_one_more_and_three_are_the_servers_behavi
     sort = sort_stalls(pairs([3350.0, 3340.0, 5230.0, 5219.0, 5241.0], stalled=two), 64, "candidate")
     assert len(sort.set_aside) == 2 and sort.values == [5230.0, 5219.0, 5241.0]
     assert sort_stalls(pairs([3350.0, 3340.0, 3345.0], stalled=three), 64, "candidate").more is None
+
+
+def test_three_stalled_candidate_trials_over_a_clean_baseline_ask_one_more():
+    stalled = [replace(trial(64, i, 3350.0 - i), stall="stalled 0.9 s before admitting the batch's tail") for i in range(3)]
+    first = judge(sweep({64: BASE}), sweep({64: stalled}), POLICY)
+    assert first.outcome is Outcome.INCONCLUSIVE and first.more_trials == {64: 1}
+    both = [replace(t, stall="stalled 3.0 s before admitting the batch's tail") for t in sweep({64: BASE}).levels[0].trials]
+    assert judge(sweep({64: both}), sweep({64: stalled}), POLICY).outcome is Outcome.FAIL  # the server's behaviour
+    fourth = judge(sweep({64: BASE}), sweep({64: stalled + [replace(stalled[0], trial=3)]}), POLICY)
+    assert fourth.outcome is Outcome.FAIL  # four in a row: what the candidate does
+
+
+def test_trials_whose_timings_stalled_need_no_clean_majority_only_two_clean_trials():
+    seen = {i: "stalled 0.9 s before admitting the batch's tail" for i in (0, 2, 3)}
+    sort = sort_stalls(pairs([3350.0, 5230.0, 3340.0, 3345.0, 5219.0], stalled=seen), 64, "candidate")
+    assert sort.values == [5230.0, 5219.0] and len(sort.set_aside) == 3
+    by_value = sort_stalls(pairs([3350.0, 5230.0, 3340.0, 3345.0, 5219.0]), 64, "candidate")
+    assert by_value.more is not None and by_value.set_aside == ()  # told by value only: the majority decides
