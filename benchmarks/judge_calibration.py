@@ -40,7 +40,11 @@ any disagreement (baseline size, outcome, trials, the verification's plan).
 
 Noise models (``--models`` runs each in turn, ``--targets-only`` only Δ = 0 and −10 %): ``--shock-corr``
 (a per-trial shock shared by the levels), ``--restart-sigma`` (each server start's own offset; a host with
-history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise).
+history learns it from ``--restart-pairs`` pairs), ``--tails-df`` (Student t noise). Stalls (``--stalls``: 8 % and
+2 % of trials at −36 % on either side; ``--stall-rate``, ``--stall-size``, ``--stall-seen`` the share of them the
+requests' timings show, 1 by default, 0 for value only) are decided through the real path for every run
+(``simulate_real``: the baseline's rounds, ``confirm``, ``judge()``, ``judge_over_starts``): the vectorised rules
+set no trial aside; such a cell costs about 0.1 s of CPU a run.
 
 Measured (seed 7, 8 000 runs a cell, three starts a side on one level, the PASS re-check at ⅔ of ``miss``; the
 tables are in docs/judge.md). i.i.d., default 5-level sweep, worst of σ = 1, 2, 3 %: A/A false fail 0.00 % in all
