@@ -22,7 +22,7 @@ import yaml
 from support.promote_world import POLICY, Cli, installed_profile, one_deployment, one_deployment_site, one_deployment_world
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 

@@ -12,7 +12,7 @@ from deployctl.bench.result import RequestSample
 from deployctl.bench.stalls import find_stall
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import aa_samples, baseline_top_up
-from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.stalls import MAX_STALL_EXTRA, sort_stalls, stall_sigma
 from deployctl.judge.verdict import judge
 
@@ -110,11 +110,11 @@ BASE = [5230.0, 5251.0, 5219.0, 5244.0, 5236.0]
 def test_a_neutral_candidate_with_a_stall_gets_one_more_trial_then_passes_with_the_stall_named():
     base = sweep({64: BASE})
     first = judge(base, sweep({64: [5238.0, 3350.0]}), POLICY)
-    assert first.outcome is Outcome.INCONCLUSIVE and first.more_trials == {64: 1}
+    assert first.outcome is JudgeOutcome.INCONCLUSIVE and first.more_trials == {64: 1}
     assert "one more trial before deciding" in first.levels[0].reason
     cand = sweep({64: [5238.0, 3350.0, 5226.0, 5241.0]})
     final = judge(base, cand, POLICY)
-    assert final.outcome is Outcome.PASS
+    assert final.outcome is JudgeOutcome.PASS
     assert final.levels[0].candidate_trials == 3
     assert final.reasons[-1].startswith("C=64 candidate trial 3 read −36.1 %") and final.reasons[-1].endswith(": set aside")
 
@@ -122,7 +122,7 @@ def test_a_neutral_candidate_with_a_stall_gets_one_more_trial_then_passes_with_t
 def test_a_regression_with_a_stall_is_still_failed():
     cand = sweep({64: [4710.0, 3020.0, 4698.0, 4705.0]})
     verdict = judge(sweep({64: BASE}), cand, POLICY)
-    assert verdict.outcome is Outcome.FAIL
+    assert verdict.outcome is JudgeOutcome.FAIL
     assert verdict.levels[0].state is LevelState.FAIL
 
 
@@ -130,8 +130,8 @@ def test_set_aside_trials_do_not_spend_the_budget():
     cand = sweep({64: [5238.0, 3350.0, 5226.0, 3340.0, 5230.0]})  # five run, two stalled: max_trials not spent
     verdict = judge(sweep({64: BASE}), cand, POLICY)
     assert verdict.levels[0].candidate_trials == 3
-    assert verdict.outcome in (Outcome.PASS, Outcome.INCONCLUSIVE)
-    if verdict.outcome is Outcome.INCONCLUSIVE:
+    assert verdict.outcome in (JudgeOutcome.PASS, JudgeOutcome.INCONCLUSIVE)
+    if verdict.outcome is JudgeOutcome.INCONCLUSIVE:
         assert verdict.more_trials == {64: 1}
     assert MAX_STALL_EXTRA == 2
 
@@ -157,11 +157,11 @@ def test_two_stalled_trials_of_two_ask_one_more_and_three_are_the_servers_behavi
 def test_three_stalled_candidate_trials_over_a_clean_baseline_ask_one_more():
     stalled = [replace(trial(64, i, 3350.0 - i), stall="stalled 0.9 s before admitting the batch's tail") for i in range(3)]
     first = judge(sweep({64: BASE}), sweep({64: stalled}), POLICY)
-    assert first.outcome is Outcome.INCONCLUSIVE and first.more_trials == {64: 1}
+    assert first.outcome is JudgeOutcome.INCONCLUSIVE and first.more_trials == {64: 1}
     both = [replace(t, stall="stalled 3.0 s before admitting the batch's tail") for t in sweep({64: BASE}).levels[0].trials]
-    assert judge(sweep({64: both}), sweep({64: stalled}), POLICY).outcome is Outcome.FAIL  # the server's behaviour
+    assert judge(sweep({64: both}), sweep({64: stalled}), POLICY).outcome is JudgeOutcome.FAIL  # the server's behaviour
     fourth = judge(sweep({64: BASE}), sweep({64: stalled + [replace(stalled[0], trial=3)]}), POLICY)
-    assert fourth.outcome is Outcome.FAIL  # four in a row: what the candidate does
+    assert fourth.outcome is JudgeOutcome.FAIL  # four in a row: what the candidate does
 
 
 def test_trials_whose_timings_stalled_need_no_clean_majority_only_two_clean_trials():
