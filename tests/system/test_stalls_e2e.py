@@ -4,7 +4,7 @@ a −10 % one, naming the trials it set aside in ``show`` and the report (issue 
 
 One deployment (the demo's GLM-5 on the fast simulator, the small policy of support/promote_world): the
 neutral candidate at its 10 % limit (a PASS must rule out −19 % allowing the 2 % restart guard on two shared
-cores), the −10 % one at 5 % (strict.yaml: −10 % is twice it). One batch in twenty (a trial of 32 requests has a
+cores), the −10 % one at 5 % (strict.yaml: −10 % is twice it). One batch in ten (a trial of 32 requests has a
 few: a closed loop's waves pause between them on these loaded cores) stalls for 10 simulated seconds (0.5 s
 of wall time at the fast simulator's time scale of 20): a stalled trial reads far below the others and its
 timings show the batch's tail admitted late.
@@ -27,7 +27,7 @@ from deployctl.sandbox import Sandbox
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 DEP = "glm5-sim"
-STALLS = "batch_stall:0.05:10"
+STALLS = "batch_stall:0.1:10"
 PROFILES = {"slower": {"extends": "baseline", "env": {"SGLANG_SIM_THROUGHPUT_FACTOR": "0.9"}}}
 
 
