@@ -25,6 +25,7 @@ from deployctl.bench.result import (
     RequestSample,
     TrialResult,
 )
+from deployctl.bench.stalls import find_stall
 
 DONE = b"[DONE]"
 RETRACT_MARKER = "KV cache pool is full. Retract requests."
@@ -240,6 +241,7 @@ def summarize_trial(records: Sequence[RequestRecord], ctx: TrialContext) -> Tria
         telemetry=ctx.telemetry,
         notes=trial_notes(ctx),
         client=details,
+        stall=find_stall(records),
     )
 
 

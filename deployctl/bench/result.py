@@ -83,6 +83,9 @@ class TrialResult:
     notes: tuple[str, ...] = ()
     # The load client's self-check: its CPU share and loop lag, peak streaming requests, token source, …
     client: dict[str, Any] = field(default_factory=dict)
+    # What the requests' timings show stalled this trial (``deployctl.bench.stalls``), None if nothing did:
+    # the judge sets such a trial aside when the level's other trials did not stall.
+    stall: str | None = None
 
     @property
     def valid(self) -> bool:

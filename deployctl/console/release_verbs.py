@@ -19,6 +19,7 @@ from deployctl.decisions.records import Release
 from deployctl.decisions.report import live_release_line
 from deployctl.errors import InputError
 from deployctl.inventory.policy import Policy
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import unit_hash
 
@@ -68,8 +69,9 @@ def who() -> str:
 
 
 def limits(policy: Policy, *, preflight: bool = True, output_gate: bool = True) -> m.Limits:
-    # Each round adds at least one trial, so this many rounds always reach the judge's max_trials.
-    rounds = policy.judge.max_trials - policy.judge.min_trials + 1
+    # Each round adds at least one trial, so this many rounds always reach the judge's max_trials, and the
+    # trials a stall set aside on top of it.
+    rounds = policy.judge.max_trials - policy.judge.min_trials + 1 + MAX_STALL_EXTRA
     return m.Limits(bench_rounds=rounds, keep_when_inconclusive=policy.judge.inconclusive == "keep_candidate",
                     preflight=preflight, output_gate=output_gate and policy.gates.output.enabled,
                     output_first=policy.gates.output.run == "first")

@@ -22,6 +22,7 @@ from deployctl.decisions.evidence import bench_key, version_key
 from deployctl.decisions.records import Release
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.judge.watch import CheckVerdict, Health, WatchVerdict, level_means, watch_verdict, with_checks
 from deployctl.live.protocols import Adapters
 from deployctl.operations.site import Site
@@ -172,7 +173,7 @@ async def _synthetic(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     from deployctl.judge.verdict import judge
 
     result = await adapters.bench.sweep(site.url, levels, policy.judge.min_trials)
-    for _ in range(policy.judge.max_trials - policy.judge.min_trials):
+    for _ in range(policy.judge.max_trials - policy.judge.min_trials + MAX_STALL_EXTRA):
         if reference is None:
             break
         verdict = judge(reference, result, policy.judge)

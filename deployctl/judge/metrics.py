@@ -1,5 +1,5 @@
 """What the judge reads off a trial: the metrics, and which of a level's trial values it uses (invalid
-trials and outliers set aside, ``stats.outlier_indices``)."""
+trials, stalls and outliers set aside: ``stalls.sort_stalls``, ``stats.outlier_indices``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Callable, Iterable
 
-from deployctl.bench.result import LevelResult, TrialResult
+from deployctl.bench.result import BenchResult, LevelResult, TrialResult
+from deployctl.judge.stalls import sort_stalls, stall_sigma
 from deployctl.judge.stats import outlier_indices
 
 
@@ -32,26 +33,45 @@ METRICS: dict[str, Metric] = {
 }
 
 
-def judgeable(trials: Iterable[TrialResult], metric: Metric) -> list[float]:
-    """The values of ``metric`` the judge uses (invalid trials left out, outliers set aside)."""
-    return set_aside_outliers(split_trials(trials, metric)[0])[0]
+def judgeable(trials: Iterable[TrialResult], metric: Metric, sigma: float = 0.0) -> list[float]:
+    """The values of ``metric`` the judge uses (invalid trials left out, stalls and outliers set aside);
+    ``sigma``: the sweep's ``stall_scale``."""
+    return [v for _, v in judged_trials(trials, metric, sigma)]
 
 
-def judgeable_by_trial(level: LevelResult | None, metric: str) -> dict[int, float]:
-    """A level's values of ``metric`` the judge would use, by trial number (invalid and outlier trials left
-    out, as ``judgeable`` does)."""
+def judgeable_by_trial(level: LevelResult | None, metric: str, sigma: float = 0.0) -> dict[int, float]:
+    """A level's values of ``metric`` the judge would use, by trial number (invalid, stalled and outlier trials
+    left out, as ``judgeable`` does)."""
     if level is None:
         return {}
-    value = METRICS[metric].value
-    ok = [t for t in level.trials if t.invalid_reason is None and (v := value(t)) is not None
-          and math.isfinite(v) and v > 0]
-    far = set(outlier_indices([float(value(t)) for t in ok]))  # type: ignore[arg-type]
-    return {t.trial: float(value(t)) for i, t in enumerate(ok) if i not in far}  # type: ignore[arg-type]
+    return {t.trial: v for t, v in judged_trials(level.trials, METRICS[metric], sigma)}
+
+
+def judged_trials(trials: Iterable[TrialResult], metric: Metric, sigma: float = 0.0) -> list[tuple[TrialResult, float]]:
+    """The valid trials with their value of ``metric``, stalls (``stalls.sort_stalls``) and outliers set aside."""
+    kept = sort_stalls(valid_trials(trials, metric)[0], 0, "", sigma=sigma,
+                       higher_is_better=metric.higher_is_better).kept
+    far = set(outlier_indices([v for _, v in kept]))
+    return [pair for i, pair in enumerate(kept) if i not in far]
+
+
+def stall_scale(results: Iterable[BenchResult | None], metric: Metric) -> float:
+    """The robust σ (``stalls.stall_sigma``) of every level and side of ``results`` (None: a side not measured)."""
+    return stall_sigma([v for _, v in valid_trials(lv.trials, metric)[0]]
+                       for r in results if r is not None for lv in r.levels)
 
 
 def split_trials(trials: Iterable[TrialResult], metric: Metric) -> tuple[list[float], list[tuple[TrialResult, str]]]:
     """The judgeable values, and the trials left out with why."""
-    ok: list[float] = []
+    ok, bad = valid_trials(trials, metric)
+    return [v for _, v in ok], bad
+
+
+def valid_trials(
+    trials: Iterable[TrialResult], metric: Metric
+) -> tuple[list[tuple[TrialResult, float]], list[tuple[TrialResult, str]]]:
+    """The valid trials with their value of ``metric``, and the trials left out with why."""
+    ok: list[tuple[TrialResult, float]] = []
     bad: list[tuple[TrialResult, str]] = []
     for t in trials:
         value = metric.value(t)
@@ -60,7 +80,7 @@ def split_trials(trials: Iterable[TrialResult], metric: Metric) -> tuple[list[fl
         elif value is None or not math.isfinite(value) or value <= 0:
             bad.append((t, f"no {metric.label} measured"))
         else:
-            ok.append(float(value))
+            ok.append((t, float(value)))
     return ok, bad
 
 

@@ -33,11 +33,12 @@ from scipy.special import fdtri, ndtri
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.pooling import NOTHING, shared_spreads
+from deployctl.judge.stalls import sort_stalls
 from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, effective_df, outlier_indices,
     pool,
 )
-from deployctl.judge.metrics import METRICS
+from deployctl.judge.metrics import METRICS, stall_scale, valid_trials
 from deployctl.judge.sweep import critical_count, false_fail_per_test, sweep_shock, sweep_spreads
 
 
@@ -206,15 +207,19 @@ def baseline_top_up(
     Called again after every round until it returns nothing. Each round's trials go into the next plan,
     so a sweep whose first two trials looked noisy by chance stops at three instead of being topped up
     to the first plan's five at once (simulated at σ = 3 %: the default sweep's baseline averages 2.6
-    trials a level instead of 2.8, for the same error rates). Invalid trials count against the budget.
+    trials a level instead of 2.8, for the same error rates). Invalid trials count against the budget;
+    trials a stall set aside do not count as valid and do not (``stalls.MAX_STALL_EXTRA`` at most), and a
+    level whose trials disagree without a clean majority gets one more (``stalls.sort_stalls``).
     """
-    metric = METRICS[policy.metric].value
+    metric = METRICS[policy.metric]
+    sigma = stall_scale((measured,), metric)
     out = {}
     for c, want in baseline_plan(policy, measured, learned, restart).items():
         level = measured.level(c)
         trials = level.trials if level is not None else ()
-        valid = sum(1 for t in trials if t.invalid_reason is None and _positive(metric(t)))
-        if valid < want and len(trials) < max(policy.max_trials, want):
+        stalls = sort_stalls(valid_trials(trials, metric)[0], c, "baseline", sigma=sigma,
+                             higher_is_better=metric.higher_is_better)
+        if (len(stalls.kept) < want or stalls.more) and len(trials) < max(policy.max_trials, want) + stalls.extra:
             out[c] = 1
     return out
 
@@ -235,12 +240,13 @@ def _positive(value: float | None) -> bool:
 
 
 def aa_samples(result: BenchResult, metric: str) -> dict[int, list[float]]:
-    """The valid trial values of ``metric`` per level of one measurement of an unchanged release."""
-    value = METRICS[metric].value
+    """The valid trial values of ``metric`` per level of one measurement of an unchanged release, stalls set aside."""
     out: dict[int, list[float]] = {}
+    sigma = stall_scale((result,), METRICS[metric])
     for level in result.levels:
-        values = [value(t) for t in level.trials if t.invalid_reason is None]
-        good = [float(v) for v in values if v is not None and _positive(v)]
+        # A stall is not the host's trial-to-trial noise: learned into σ it would widen every later test.
+        good = sort_stalls(valid_trials(level.trials, METRICS[metric])[0], level.concurrency, "", sigma=sigma,
+                           higher_is_better=METRICS[metric].higher_is_better).values
         if len(good) >= 2:
             out[level.concurrency] = good
     return out

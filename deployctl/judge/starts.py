@@ -43,7 +43,8 @@ from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
     DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
 )
-from deployctl.judge.metrics import METRICS, judgeable_by_trial
+from deployctl.judge.metrics import METRICS, judgeable_by_trial, stall_scale, valid_trials
+from deployctl.judge.stalls import sort_stalls
 from deployctl.judge.sweep import sweep_shock, sweep_spreads
 from deployctl.judge.verdict import Verdict, judge
 from deployctl.judge.wording import format_interval, format_pct
@@ -385,7 +386,7 @@ def _compare(baselines: Sequence[BenchResult], candidates: Sequence[BenchResult]
     """The test on the given starts, or why there is none. ``pairs``: pool each side's starts into σ_r."""
     metric = METRICS[policy.metric]
     critical = critical_levels(policy, baselines[0])
-    parsed = [[_start(r, critical, policy.metric) for r in side] for side in (baselines, candidates)]
+    parsed = [_side(side, critical, policy.metric) for side in (baselines, candidates)]
     levels = [c for c in critical if all(c in s.logs for side in parsed for s in side)]
     if not levels:
         return "no critical level has valid trials on every start to compare"
@@ -460,10 +461,34 @@ def _limit_log(policy: JudgePolicy, c: int) -> float:
     return -math.log1p(-min(pct, 99.0) / 100) if METRICS[policy.metric].higher_is_better else math.log1p(pct / 100)
 
 
+def _side(results: Sequence[BenchResult], levels: Sequence[int], metric: str) -> list[_Start]:
+    """One side's starts, each as ``_start`` reads it, less the trials that stalled against the side's trials of
+    every start at their level (``stalls.sort_stalls``): a verification start of one trial a level cannot tell
+    its own stall, the side's other starts can (a restart offset is a few %, a stall −36 %). A level a stall
+    leaves without a trial on some start drops out of the comparison."""
+    sigma = stall_scale(results, METRICS[metric])
+    starts = [_start(r, levels, metric) for r in results]
+    for c in levels:
+        at = [lv.trials if (lv := r.level(c)) is not None else () for r in results]
+        trials = [pair for ts in at for pair in valid_trials(ts, METRICS[metric])[0]]
+        kept = {id(t) for t, _ in sort_stalls(trials, c, "", sigma=sigma,
+                                              higher_is_better=METRICS[metric].higher_is_better).kept}
+        for ts, start in zip(at, starts):
+            gone = {t.trial for t in ts if id(t) not in kept}
+            if c in start.logs and gone:
+                left = {k: x for k, x in start.logs[c].items() if k not in gone}
+                if left:
+                    start.logs[c] = left
+                else:
+                    del start.logs[c]
+    return starts
+
+
 def _start(result: BenchResult, levels: Sequence[int], metric: str) -> _Start:
     logs = {}
+    sigma = stall_scale((result,), METRICS[metric])
     for c in levels:
-        values = judgeable_by_trial(result.level(c), metric)
+        values = judgeable_by_trial(result.level(c), metric, sigma)
         if values:
             logs[c] = {k: math.log(v) for k, v in values.items()}
     return _Start(logs)

@@ -8,7 +8,7 @@ from typing import Iterable, Mapping
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.metrics import METRICS, judgeable, judgeable_by_trial
+from deployctl.judge.metrics import METRICS, judgeable, judgeable_by_trial, stall_scale
 from deployctl.judge.multiplicity import per_test_rate
 from deployctl.judge.pooling import NOTHING, shock_correlation, trial_effect
 from deployctl.judge.stats import Spread, spread
@@ -46,12 +46,13 @@ def sweep_correlation(spreads: Mapping[int, Spread], shock: Spread) -> float:
 
 
 def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> dict[int, Spread]:
-    """Per level, the within-side spread of the judgeable trials of ``metric`` (outliers set aside)."""
+    """Per level, the within-side spread of the judgeable trials of ``metric`` (stalls and outliers set aside)."""
     out = {}
+    sigma = stall_scale((baseline, candidate), METRICS[metric])
     for lv in baseline.levels:
         cand = candidate.level(lv.concurrency) if candidate is not None else None
-        b_ok = judgeable(lv.trials, METRICS[metric])
-        c_ok = judgeable(cand.trials if cand else (), METRICS[metric])
+        b_ok = judgeable(lv.trials, METRICS[metric], sigma)
+        c_ok = judgeable(cand.trials if cand else (), METRICS[metric], sigma)
         if b_ok:
             out[lv.concurrency] = spread(b_ok, c_ok)
     return out
@@ -60,6 +61,7 @@ def sweep_spreads(baseline: BenchResult, candidate: BenchResult | None, metric: 
 def sweep_shock(baseline: BenchResult, candidate: BenchResult | None, metric: str) -> Spread:
     """The sweep's per-trial effect shared by its levels (``pooling.trial_effect``), on the judgeable trials."""
     sides = []
+    sigma = stall_scale((baseline, candidate), METRICS[metric])
     for side in (baseline, candidate):
         if side is None:
             continue
@@ -67,7 +69,7 @@ def sweep_shock(baseline: BenchResult, candidate: BenchResult | None, metric: st
         for lv in side.levels:
             if baseline.level(lv.concurrency) is None:
                 continue
-            by_trial = judgeable_by_trial(lv, metric)
+            by_trial = judgeable_by_trial(lv, metric, sigma)
             by_level[lv.concurrency] = {k: math.log(v) for k, v in by_trial.items()}
         sides.append(by_level)
     return trial_effect(sides)

@@ -37,10 +37,11 @@ from typing import Any, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_trials
+from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_trials, stall_scale, valid_trials
 from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
+from deployctl.judge.stalls import CONSISTENT, sort_stalls
 from deployctl.judge.stats import DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, log_ratio_interval
 from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
 from deployctl.judge.wording import format_interval, format_pct, signed
@@ -74,6 +75,8 @@ class LevelVerdict:
     candidate_trials_run: int = 0  # valid and invalid: what the budget counts
     more_trials: int = 0
     notes: tuple[str, ...] = ()  # secondary evidence, ignored trials
+    # Trials set aside as stalls (``stalls.sort_stalls``), one line each: reasons, as the verdict's own evidence.
+    set_aside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,9 +167,10 @@ def judge(
     concurrencies = [lv.concurrency for lv in baseline.levels]
     false_fail = (false_fail_per_test(policy, concurrencies, sweep_correlation(spreads, shock)),
                   false_fail_per_test(policy, concurrencies))
+    scale = stall_scale((baseline, candidate), metric)
     levels = tuple(
         _judge_level(lv, candidate.level(lv.concurrency), metric, policy, learned.get(lv.concurrency),
-                     shared.get(lv.concurrency), false_fail, restart)
+                     shared.get(lv.concurrency), false_fail, restart, scale)
         for lv in baseline.levels
     )
     notes = tuple(
@@ -203,6 +207,7 @@ def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdic
     reasons = [_headline(outcome, critical, more)]
     reasons += [lv.reason for lv in ordered]
     reasons += [f"advisory {lv.reason}" for lv in sorted(advisory, key=lambda lv: lv.concurrency)]
+    reasons += [line for lv in levels for line in lv.set_aside]
     level_notes = tuple(n for lv in levels for n in lv.notes)
     return Verdict(outcome, levels, tuple(reasons), more, notes + level_notes)
 
@@ -228,15 +233,19 @@ def _headline(outcome: JudgeOutcome, critical: list[LevelVerdict], more: dict[in
 def _judge_level(
     base: LevelResult, cand: LevelResult | None, metric: Metric, policy: JudgePolicy, prior: NoiseEstimate | None,
     shared: Shared | None, false_fail: tuple[float, float], restart: RestartNoise | None = None,
+    stall_sigma: float = 0.0,
 ) -> LevelVerdict:
     c = base.concurrency
     rule = policy.rule_for(c)
     limit = float(rule.limit_pct)  # rule_for fills it in from the policy
-    b_ok, b_bad = split_trials(base.trials, metric)
-    c_ok, c_bad = split_trials(cand.trials if cand else (), metric)
-    run = len(c_ok) + len(c_bad)
-    b_ok, b_far = set_aside_outliers(b_ok)
-    c_ok, c_far = set_aside_outliers(c_ok)
+    b_valid, b_bad = valid_trials(base.trials, metric)
+    c_valid, c_bad = valid_trials(cand.trials if cand else (), metric)
+    run = len(c_valid) + len(c_bad)
+    b_sort = sort_stalls(b_valid, c, "baseline", sigma=stall_sigma, higher_is_better=metric.higher_is_better)
+    c_sort = sort_stalls(c_valid, c, "candidate", sigma=stall_sigma, higher_is_better=metric.higher_is_better,
+                         consistent=CONSISTENT if any(t.stall for t, _ in b_valid) else CONSISTENT + 1)
+    b_ok, b_far = set_aside_outliers(b_sort.values)
+    c_ok, c_far = set_aside_outliers(c_sort.values)
     notes = tuple(f"C={c}: candidate trial {t.trial} not judged: {why}" for t, why in c_bad) + tuple(
         f"C={c}: a {side} trial at {value:.1f} set aside as an outlier ({format_pct(value / median - 1)} from the"
         f" median of its {n} trials)"
@@ -245,13 +254,16 @@ def _judge_level(
     ) + ((shared.alone,) if shared is not None and shared.alone else ())
     common = dict(
         concurrency=c, role=rule.role, baseline_trials=len(b_ok), candidate_trials=len(c_ok),
-        candidate_trials_run=run, notes=notes,
+        candidate_trials_run=run, notes=notes, set_aside=b_sort.set_aside + c_sort.set_aside,
     )
     if not b_ok:
         return LevelVerdict(state=LevelState.INVALID, reason=f"C={c}: no valid baseline trial{_why(b_bad)}", **common)
     if run and not c_ok:
         return LevelVerdict(state=LevelState.INVALID, reason=f"C={c}: no valid candidate trial{_why(c_bad)}", **common)
-    budget = max(0, policy.max_trials - run)
+    # Set-aside trials do not count against the budget (``stalls.MAX_STALL_EXTRA`` at most).
+    budget = max(0, policy.max_trials + c_sort.extra - run)
+    if c_sort.more is not None and budget:
+        return _unknown(c_sort.more, 1, common)
     if len(c_ok) < policy.min_trials:
         wanted = min(policy.min_trials - len(c_ok), budget)
         reason = f"C={c}: {len(c_ok)} valid candidate trial(s), the policy wants {policy.min_trials}"

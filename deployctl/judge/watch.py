@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
-from deployctl.judge.metrics import METRICS
+from deployctl.judge.metrics import METRICS, judgeable_by_trial, stall_scale
 from deployctl.judge.outcome import JudgeOutcome
 
 if TYPE_CHECKING:
@@ -75,11 +75,12 @@ def with_checks(verdict: WatchVerdict, checks: Sequence[tuple[str, CheckVerdict]
 
 
 def level_means(result: BenchResult, metric: str) -> dict[int, float]:
-    """The mean of ``metric`` over the valid trials of each level (the watch series' one point per level)."""
-    value = METRICS[metric].value
+    """The mean of ``metric`` over the valid trials of each level (the watch series' one point per level), a
+    stall or an outlier set aside as the judge does: one stalled trial would move the point by a third of −36 %."""
+    sigma = stall_scale((result,), METRICS[metric])
     out = {}
     for level in result.levels:
-        values = [v for t in level.trials if t.valid and (v := value(t)) is not None]
+        values = list(judgeable_by_trial(level, metric, sigma).values())
         if values:
             out[level.concurrency] = sum(values) / len(values)
     return out

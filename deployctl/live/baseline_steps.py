@@ -11,6 +11,7 @@ from deployctl.judge.reuse import (
     reuse_decision,
     trial_seconds,
 )
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.live.step_context import StepContext, unusable
 from deployctl.outputgate.probes import shipped
 from deployctl.outputgate.record import ReferenceSet, reference_key
@@ -51,7 +52,7 @@ class BaselineSteps(StepContext):
         if problem:
             return m.Failed((f"the live release did not benchmark cleanly ({problem}); fix it before promoting",))
         more: dict[int, int] = {}
-        for _ in range(judge.max_trials):  # bounded even if a round brings back no trial
+        for _ in range(judge.max_trials + MAX_STALL_EXTRA):  # bounded even if a round brings back no trial
             asked = baseline_top_up(judge, result, learned, restart)
             if not asked:
                 break

@@ -93,6 +93,7 @@ class LiveBench:
         if self.note is not None and p.result is not None:
             t = p.result
             invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
+            invalid += f"; {t.stall}" if t.stall else ""
             power = render_telemetry(t.telemetry)
             planned = self._planned if isinstance(self._planned, int) else self._planned.get(t.concurrency, t.trial + 1)
             self.note(f"C={t.concurrency} trial {t.trial + 1} of {planned}: {t.output_tok_s:.1f} tok/s, "

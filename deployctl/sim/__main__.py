@@ -107,7 +107,8 @@ async def _serve(argv: list[str], env: Mapping[str, str]) -> None:
             engine = Engine(perf, resolved.effective_mrr, int(resolved.server_args.get("chunked_prefill_size") or 8192),
                             time_scale, seed=env.get("SGLANG_SIM_SEED"),
                             kv_tokens=resolved.memory.kv_tokens if resolved.memory else 1 << 62,
-                            log=BatchLog(resolved, log.line))
+                            log=BatchLog(resolved, log.line), stall_rate=faults.batch_stall,
+                            stall_s=faults.batch_stall_s)
             engine.start()
             state = ServerState(resolved=resolved, host=host, engine=engine, faults=faults,
                                 log=lambda text: log.line(startup.MAIN, text),

@@ -20,6 +20,8 @@ class Faults:
     crash_after: int | None = None        # SIGKILL the server after N completed requests
     error_rate: float = 0.0               # share of requests answered with HTTP 500
     stall_streams: bool = False           # streams send their first token, then nothing
+    batch_stall: float = 0.0              # share of batches whose tail is admitted late (engine.py)
+    batch_stall_s: float = 0.9            # by this many simulated seconds
     slow_start: float = 1.0               # extra multiplier on startup phase durations
     outputs: frozenset[str] = frozenset()  # wrong_sums | garbage: the answers change (deployctl/sim/answers.py)
 
@@ -47,6 +49,13 @@ def parse_faults(spec: str | None) -> Faults:
                 out["error_rate"] = float(arg)
             elif name == "stall_streams" and not arg:
                 out["stall_streams"] = True
+            elif name == "batch_stall":
+                rate, _, seconds = arg.partition(":")
+                out["batch_stall"] = float(rate)
+                if seconds:
+                    out["batch_stall_s"] = float(seconds)
+                if not 0 <= out["batch_stall"] <= 1 or out.get("batch_stall_s", 0.0) < 0:
+                    raise ValueError(item)
             elif name == "slow_start":
                 out["slow_start"] = float(arg) if arg else 10.0
             else:
@@ -54,6 +63,7 @@ def parse_faults(spec: str | None) -> Faults:
         except ValueError:
             raise FaultSpecError(
                 f"SGLANG_SIM_FAULT: cannot read {item!r}; use {', '.join(sorted(START_FAULTS))}, "
-                f"hang:<{'|'.join(PHASES)}>, crash_after:<N>, error_rate:<p>, stall_streams, slow_start[:<x>]"
+                f"hang:<{'|'.join(PHASES)}>, crash_after:<N>, error_rate:<p>, stall_streams, "
+                f"batch_stall:<p>[:<seconds>], slow_start[:<x>]"
             ) from None
     return Faults(start=frozenset(start), **out)

@@ -46,3 +46,22 @@ def test_the_noise_models_draw_what_they_say():
     assert np.all(restarted == restarted[:, :1, :1]) and restarted.std() == pytest.approx(0.02, rel=0.05)
     heavy = calibration.NoiseModel(tails_df=3).trials(rng, 0.03, (20000, 1, 5))
     assert np.median(np.abs(heavy)) < 0.6745 * 0.03  # more mass in the centre and the tails than a normal's
+
+
+def test_the_stall_model_hits_either_side_alike_and_says_which_trials_the_timings_show():
+    rng = np.random.default_rng(6)
+    logs, seen = calibration.NoiseModel(stall_rate=0.08, stall_seen=0.5).trials_seen(rng, 0.01, (4000, 5, 5))
+    stalled = logs < np.log(0.8)
+    assert stalled.mean() == pytest.approx(0.08, abs=0.005)
+    assert np.median(logs[stalled]) == pytest.approx(np.log1p(-0.36), abs=0.01)
+    assert not (seen & ~stalled).any() and seen.sum() / stalled.sum() == pytest.approx(0.5, abs=0.03)
+
+
+def test_stalls_go_through_the_real_path_and_an_unchanged_candidate_is_kept():
+    policy = calibration.JudgePolicy()
+    cell = calibration.simulate_real(np.random.default_rng(13), 0.02, 0.0, policy, 40, (64,), False, False, 16,
+                                     model=calibration.NoiseModel(stall_rate=0.08))
+    assert cell.fail == 0.0 and cell.passed >= 0.85
+    caught = calibration.simulate_real(np.random.default_rng(14), 0.02, -0.10, policy, 40, (64,), False, False, 16,
+                                       model=calibration.NoiseModel(stall_rate=0.08))
+    assert caught.fail >= 0.9

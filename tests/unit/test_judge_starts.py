@@ -258,3 +258,14 @@ def test_only_a_final_pass_is_rechecked_and_a_sweep_without_critical_levels_pass
     slow = start(0.80, [1005.0, 985.0, 1020.0], levels=ONE)
     failed = judge(B1_ONE, slow, POLICY)
     assert failed.outcome is JudgeOutcome.FAIL and recheck_pass(failed, B1_ONE, slow, POLICY, None, None) is failed
+
+
+def test_a_stall_in_a_verification_start_of_one_trial_is_set_aside_against_the_sides_other_starts():
+    # C2, the candidate restarted in place, has one trial a level; at C=64 it stalled (−36 %). Unchanged
+    # candidate: without the side's other start to hold it against, that level alone read −18 % over starts.
+    c1 = start(1.0, [1001.0, 994.0, 1006.0])
+    c2 = sweep({c: [640.0 if c == 64 else 1000.0] for c in LEVELS})
+    b2 = start(1.0, [1003.0, 997.0])
+    over = judge_over_starts([B1, b2], [c1, c2], POLICY, None, None)
+    assert over.outcome is JudgeOutcome.INCONCLUSIVE
+    assert not any(line.startswith("C=64") for line in over.reasons)  # C=64 dropped out: C2 had no trial left there

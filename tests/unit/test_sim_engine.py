@@ -97,3 +97,23 @@ async def test_swing_takes_its_factors_in_turn_per_block_of_requests() -> None:
         times.append(engine.simulated_s - before)
     assert times[1] == pytest.approx(2 * times[0]) and times[2] == pytest.approx(4 * times[0])
     assert times[3] == pytest.approx(times[0])
+
+
+async def test_a_batch_stall_admits_the_batch_s_tail_late_while_its_head_decodes_at_its_pace() -> None:
+    # chunked prefill of 40 tokens admits 4 of the 8 requests first (the head); the tail waits 0.9 s more.
+    def wave() -> list[Request]:
+        return [Request(prompt_tokens=10, max_tokens=100, stream=True) for _ in range(8)]
+
+    clean = Engine(PERF, max_running=8, chunked_prefill=40, time_scale=100)
+    await _serve(clean, wave())
+    stalled = Engine(PERF, max_running=8, chunked_prefill=40, time_scale=10, stall_rate=1.0, stall_s=0.9)
+    reqs = wave()
+    await _serve(stalled, reqs)
+    assert all(r.generated == 100 for r in reqs)
+    firsts = sorted(r.first_token_at for r in reqs)
+    # The tail's first tokens came 0.9 simulated s after the head's (the head's stamps may run a little late).
+    assert firsts[4] - firsts[3] >= 0.8 * 0.9 / 10
+    assert stalled.simulated_s > clean.simulated_s  # the head decoded alone meanwhile: smaller batches
+    never = Engine(PERF, max_running=8, chunked_prefill=40, time_scale=100, stall_rate=0.0, stall_s=0.9)
+    await _serve(never, wave())
+    assert never.simulated_s == pytest.approx(clean.simulated_s)

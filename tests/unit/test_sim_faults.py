@@ -87,3 +87,10 @@ def test_simulator_imports_nothing_from_the_controller() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for name in names:
                 assert not name.startswith("deployctl") or name.startswith("deployctl.sim"), (path.name, name)
+
+
+def test_batch_stall_reads_a_rate_and_optional_seconds() -> None:
+    assert (parse_faults("batch_stall:0.08").batch_stall, parse_faults("batch_stall:0.08").batch_stall_s) == (0.08, 0.9)
+    assert parse_faults("batch_stall:0.3:1.5").batch_stall_s == 1.5
+    with pytest.raises(FaultSpecError, match="batch_stall:<p>"):
+        parse_faults("batch_stall:2")
