@@ -262,3 +262,21 @@ def test_a_remote_option_after_the_verb_says_where_it_goes(capsys: pytest.Captur
     code, _, err = run(["status", "glm5", "-H", "gpu-node-3", "-i", EXAMPLE], capsys)
     assert code == ExitCode.BAD_INPUT
     assert "hint: -H goes before the verb: deployctl -H [USER@]HOST status" in err
+
+
+def test_a_misspelt_sglang_flag_fails_validate_and_check_on_a_laptop(
+        no_bus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44.3: validate said `ok` (exit 0) and check exited 0 for a remote host on a flag no release has."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(Path(EXAMPLE).read_text().replace("mem-fraction-static:", "mem-fraction-statc:", 1)
+                    .replace("enable-flashinfer-allreduce-fusion: true", "enable-turbo-mode: true", 1))
+    code, out, err = run(["validate", "-i", str(typo)], capsys)
+    assert code == ExitCode.BAD_INPUT and not out
+    assert "flags.mem-fraction-statc: --mem-fraction-statc is a flag of none" in err
+    assert "did you mean --mem-fraction-static?" in err
+    (turbo,) = [line for line in err.splitlines() if ".flags.enable-turbo-mode:" in line]
+    assert "did you mean" not in turbo
+    code, out, _ = run(["check", "glm5", "candidate", "-i", str(typo), "--json"], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
+    assert {"flag-unknown-everywhere"} <= {f["code"] for f in document["findings"] if f["level"] == "ERROR"}
