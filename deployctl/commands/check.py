@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     args.deployment = deployment_name(inv, args)
     report = run_preflight(inv, args.deployment, args.profile, default_python=sys.executable)
-    refused = _refusal(report, args) if report.refuses(args.strict) else None
+    refused = preflight_refusal(report, args.strict)
     if args.json:
         document = report.to_dict()
         if refused is not None:  # a refusal under --json says so in the one document, as every error does
@@ -72,9 +72,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refusal(report: PreflightReport, args: argparse.Namespace) -> PreflightRefused:
+def preflight_refusal(report: PreflightReport, strict: bool = False) -> PreflightRefused | None:
+    """The error a refusing report is (check, promote --dry-run), or None when it does not refuse."""
+    if not report.refuses(strict):
+        return None
+    what = f"{report.deployment} ({report.profile})"
     if report.errors:
-        return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
+        return PreflightRefused(f"pre-flight refuses {what}: {report.summary()}",
                                 hint="fix the errors above; promote would refuse them too")
-    return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings (--strict): "
-                            f"{report.summary()}", hint="fix them, or drop --strict: promote proceeds past warnings")
+    return PreflightRefused(f"pre-flight refuses {what} on warnings (--strict): {report.summary()}",
+                            hint="fix them, or drop --strict: promote proceeds past warnings")

@@ -243,10 +243,50 @@ def test_version_with_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_check_refusing_under_json_carries_error_and_exit_code(no_bus: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["check", "-d", "glm5", "--strict", "--json"], capsys)  # the remote host's warning
+    code, out, err = run(["check", "-d", "glm5", "--strict", "--json"], capsys)  # the remote host's warning
     document = json.loads(out)
     assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
     assert "on warnings (--strict)" in document["error"] and document["findings"]
+    assert err == ""  # issue 44.10: not also a text error on stderr
+
+
+def test_promote_dry_run_refusing_under_json_carries_error_and_exit_code(
+        no_bus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(Path(EXAMPLE).read_text().replace("enable-flashinfer-allreduce-fusion: true",
+                                                      "enable-flashinfer-allreduce-fuson: true", 1))
+    code, out, err = run(["promote", "glm5", "candidate", "--dry-run", "--json", "-i", str(typo)], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED and document["preflight_would_refuse"]
+    assert document["error"].startswith("pre-flight refuses glm5 (candidate): 1 error(s)") and document["hint"]
+    assert err == ""
+
+
+@pytest.mark.parametrize("argv", [["check", "glm5", "candidat"], ["promote", "glm5", "candidat", "--dry-run"],
+                                  ["diff", "glm5", "baseline", "candidat"]])
+def test_a_profile_typo_gets_a_hint_as_a_deployment_typo_does(
+        argv: list[str], no_bus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run([*argv, "--json"], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.BAD_INPUT
+    assert document["hint"] == "did you mean 'candidate'?"
+    code, out, _ = run(["check", "glm5", "nightly", "--json"], capsys)
+    assert json.loads(out)["hint"] == "`deployctl validate` lists each deployment's profiles"
+
+
+def test_exit_1_is_only_diffs_they_differ_and_a_bug_has_its_own_code(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert [code for code, _ in EXIT_CODES if code == 1] == [ExitCode.DIFFERENT]
+    assert main(["diff", "glm5", "baseline", "candidate", "-i", EXAMPLE, "-q"]) == 1
+    from deployctl.commands import validate
+
+    def broken(args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(validate, "run", broken)
+    assert main(["validate", "-i", EXAMPLE, "--json"]) == ExitCode.BUG == 70
+    out, err = capsys.readouterr()
+    assert json.loads(out)["exit_code"] == 70 and "Traceback" in err
 
 
 def test_validate_json_lists_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,7 @@ INCONCLUSIVE = 11
 ROLLBACK_FAILED = 12
 CANARY_DEGRADED = 20
 CANARY_UNCLEAR = 23
+BUG = 70  # a bug in deployctl, its traceback on stderr (1 is only `deployctl diff`'s "they differ")
 
 # deployctl's own default (deployctl/adapters/ledger.py DEFAULT_STATE_DIR), after --state-dir and the variable.
 DEFAULT_STATE_DIR = "/var/lib/deployctl"
@@ -66,5 +67,7 @@ def fail_with_error(module, rc, doc, err, what):
     doc = doc if isinstance(doc, dict) else {}
     message = doc.get("error") or (err.strip().splitlines() or ["no output"])[-1]
     hint = doc.get("hint")
+    if rc == BUG:
+        what = "%s hit a bug in deployctl (exit %d: please report it with the stderr)" % (what, BUG)
     module.fail_json(msg="%s: %s%s" % (what, message, " (%s)" % hint if hint else ""), rc=rc, exit_code=rc,
                      error=doc.get("error"), hint=hint, stderr=err)
