@@ -320,3 +320,20 @@ def test_a_misspelt_sglang_flag_fails_validate_and_check_on_a_laptop(
     document = json.loads(out)
     assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
     assert {"flag-unknown-everywhere"} <= {f["code"] for f in document["findings"] if f["level"] == "ERROR"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root (CI runs as root)")
+def test_promote_as_a_normal_user_says_it_needs_root_not_where_the_lock_is(tmp_path: Path) -> None:
+    """Issue 44.5: the hint was `DEPLOYCTL_LOCK_DIR moves the lock directory`; the real run needs root."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    with AsNobody(REPO, state) as nobody:
+        done = nobody.python("-m", "deployctl", "promote", "glm5", "candidate", "-i", nobody.path(EXAMPLE),
+                             "--state-dir", nobody.path(state), "--json")
+    document = json.loads(done.stdout)
+    assert done.returncode == document["exit_code"] == ExitCode.ENVIRONMENT, done.stdout + done.stderr
+    assert document["error"].startswith("deployctl promote needs root: it installs the unit")
+    assert "as nobody it cannot even take the lock" in document["error"]
+    assert document["hint"].startswith("run it as root (sudo deployctl promote …)")
+    assert "DEPLOYCTL_LOCK_DIR" not in done.stdout + done.stderr
+    assert not list(state.iterdir())
