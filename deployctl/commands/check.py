@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment_and_profile
-from deployctl.errors import PreflightRefused
-from deployctl.preflight import PreflightReport, run_preflight
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
+from deployctl.console.options import add_deployment_and_profile
+from deployctl.preflight import run_preflight
+from deployctl.preflight.report import format_report, preflight_refusal
+
 
 NAME = "check"
 HELP = "pre-flight checks of a profile: flags vs the installed SGLang, known-bad flags, host facts"
@@ -42,18 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
 
 
-def format_report(report: PreflightReport) -> str:
-    where = f"SGLang {report.sglang_version}" if report.sglang_version else "SGLang version unknown"
-    lines = [f"{report.deployment} ({report.profile} profile) · {where} · {report.python}"]
-    for finding in report.findings:
-        lines.append(f"{finding.level:<5} {finding.code}: {finding.message}")
-        if finding.hint:
-            lines.append(f"      fix: {finding.hint}")
-        lines.append(f"      source: {finding.source}")
-    lines.append(report.summary())
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     args.deployment = deployment_name(inv, args)
@@ -70,15 +59,3 @@ def run(args: argparse.Namespace) -> int:
         refused.after_result = True
         raise refused
     return 0
-
-
-def preflight_refusal(report: PreflightReport, strict: bool = False) -> PreflightRefused | None:
-    """The error a refusing report is (check, promote --dry-run), or None when it does not refuse."""
-    if not report.refuses(strict):
-        return None
-    what = f"{report.deployment} ({report.profile})"
-    if report.errors:
-        return PreflightRefused(f"pre-flight refuses {what}: {report.summary()}",
-                                hint="fix the errors above; promote would refuse them too")
-    return PreflightRefused(f"pre-flight refuses {what} on warnings (--strict): {report.summary()}",
-                            hint="fix them, or drop --strict: promote proceeds past warnings")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from deployctl.errors import PreflightRefused
+
 Level = Literal["ERROR", "WARN", "INFO"]
 LEVELS: tuple[Level, ...] = ("ERROR", "WARN", "INFO")
 
@@ -77,3 +79,27 @@ class PreflightReport:
 def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     """Worst first, otherwise in the order the checks produced them."""
     return tuple(sorted(findings, key=lambda f: LEVELS.index(f.level)))
+
+
+def format_report(report: PreflightReport) -> str:
+    where = f"SGLang {report.sglang_version}" if report.sglang_version else "SGLang version unknown"
+    lines = [f"{report.deployment} ({report.profile} profile) · {where} · {report.python}"]
+    for finding in report.findings:
+        lines.append(f"{finding.level:<5} {finding.code}: {finding.message}")
+        if finding.hint:
+            lines.append(f"      fix: {finding.hint}")
+        lines.append(f"      source: {finding.source}")
+    lines.append(report.summary())
+    return "\n".join(lines)
+
+
+def preflight_refusal(report: PreflightReport, strict: bool = False) -> PreflightRefused | None:
+    """The error a refusing report is (check, promote --dry-run), or None when it does not refuse."""
+    if not report.refuses(strict):
+        return None
+    what = f"{report.deployment} ({report.profile})"
+    if report.errors:
+        return PreflightRefused(f"pre-flight refuses {what}: {report.summary()}",
+                                hint="fix the errors above; promote would refuse them too")
+    return PreflightRefused(f"pre-flight refuses {what} on warnings (--strict): {report.summary()}",
+                            hint="fix them, or drop --strict: promote proceeds past warnings")
