@@ -202,7 +202,9 @@ def _main(argv: list[str]) -> int:
         _flush_stdout()
         return code
     except DeployctlError as exc:
-        return _fail(exc.message, exc.hint, exit_code_of(exc), as_json and not exc.after_result)
+        if as_json and exc.after_result:  # the verb's one JSON document already says it
+            return exit_code_of(exc)
+        return _fail(exc.message, exc.hint, exit_code_of(exc), as_json)
     except BrokenPipeError:
         # `deployctl history | head` closed our stdout: not an error of ours.
         _silence_stdout()

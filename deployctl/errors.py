@@ -3,7 +3,7 @@
 Every adapter translates its library's errors into one of these at its boundary, so the CLI's single
 error policy (``deployctl.cli``) is the only place that turns an exception into an exit code.
 
-    DeployctlError                exit 1 unless a subclass says otherwise (or the environment caused it)
+    DeployctlError                70 unless a subclass says otherwise (or the environment caused it)
     ├── InputError                2  bad inventory, bad flags, missing file
     │   └── UsageError            2  the command line itself (argparse)
     ├── PreflightRefused          3  a pre-flight check found an ERROR
@@ -16,8 +16,11 @@ error policy (``deployctl.cli``) is the only place that turns an exception into 
     │   └── JobFailed             6  the unit's job failed or the server never became ready
     └── RollbackFailed            12 the known-good unit could not be brought back
 
-A ``DeployctlError`` at exit 1 that an ``OSError`` caused (permission denied, connection refused, a
+A ``DeployctlError`` at exit 70 that an ``OSError`` caused (permission denied, connection refused, a
 missing executable) is the environment's doing, not a bug: :func:`exit_code_of` gives it 5.
+
+Exit 1 is only ``diff``'s "they differ", as diff(1) and ``git diff --exit-code`` use it; a bug has its own
+code, 70 (sysexits.h's EX_SOFTWARE, "internal software error"), so a script can tell the two apart.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 class ExitCode:
     OK = 0
-    BUG = 1
+    DIFFERENT = 1  # diff: the profiles differ (diff(1)'s 1); nothing else exits 1
     BAD_INPUT = 2
     PREFLIGHT_REFUSED = 3
     BUSY = 4
@@ -40,6 +43,7 @@ class ExitCode:
     CANARY_PROMOTED = 21  # the pending candidate was tried and kept
     CANARY_ROLLED_BACK = 22  # degraded, and the release before it measured better now: it is live again
     CANARY_UNCLEAR = 23  # the watch could not decide (inconclusive beyond its budget): neither ok nor degraded
+    BUG = 70  # sysexits.h EX_SOFTWARE: an internal error of deployctl, with a traceback on stderr
     INTERRUPTED = 130
     # --- operations in transient units, and `deployctl -H` over SSH (issue 15): 30-34 ---
     DETACHED = 30  # the operation goes on in its unit on the host; `deployctl attach` follows it again
@@ -53,7 +57,7 @@ class ExitCode:
 # One line per code, in the order --help, the README and the man page list them.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.OK, "done (for promote: kept, or nothing to change)"),
-    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it); diff: the profiles differ"),
+    (ExitCode.DIFFERENT, "diff: the profiles differ (as diff(1); no other verb exits 1)"),
     (ExitCode.BAD_INPUT, "bad input: command line, inventory, policy, file, state directory"),
     (ExitCode.PREFLIGHT_REFUSED, "refused by pre-flight checks"),
     (ExitCode.BUSY, "busy: another operation holds the deployment's lock"),
@@ -74,6 +78,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.SSH_REFUSED, "-H: the SSH login was refused"),
     (ExitCode.REMOTE_INCOMPATIBLE, "-H: the host's deployctl is missing or of another version"),
     (ExitCode.SSH_LINK_LOST, "-H: the verb started on the host, then the SSH connection was lost"),
+    (ExitCode.BUG, "a bug in deployctl (a traceback goes to stderr; please report it)"),
     (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, deployctl abort)"),
 )
 
@@ -86,8 +91,8 @@ class DeployctlError(Exception):
     """An expected failure: printed as ``error: message`` (+ ``hint: …``), never with a traceback."""
 
     exit_code: int = ExitCode.BUG
-    # The verb printed its result first (a JSON report that says why): under --json the error then goes
-    # to stderr, so stdout stays one JSON document.
+    # The verb printed its result first, and under --json that document carries the error, hint and
+    # exit code: nothing more is printed then (stdout stays one JSON document, stderr stays empty).
     after_result: bool = False
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
@@ -169,7 +174,7 @@ def _environmental(exc: BaseException) -> bool:
 
 
 def exit_code_of(exc: DeployctlError) -> int:
-    """The exit code of an expected failure: its class's, except that exit 1 caused by the OS is 5."""
+    """The exit code of an expected failure: its class's, except that exit 70 caused by the OS is 5."""
     if exc.exit_code in (ExitCode.BUG, ExitCode.FAILED) and _environmental(exc):
         return ExitCode.ENVIRONMENT
     return exc.exit_code

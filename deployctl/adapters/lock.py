@@ -18,13 +18,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pwd
 import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from deployctl.errors import Busy, DeployctlError
+from deployctl.errors import Busy, DeployctlError, EnvironmentUnfit
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.@-]")
 
@@ -64,6 +65,13 @@ def is_alive(holder: Holder) -> bool:
 
 
 DEFAULT_LOCK_DIR = Path("/run/deployctl/locks")
+
+
+def _user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
 
 
 class DeploymentLock:
@@ -106,9 +114,20 @@ class DeploymentLock:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except PermissionError as exc:
+            if os.geteuid() == 0:
+                raise DeployctlError(f"cannot open the lock {self.path}: {exc.strerror}",
+                                     hint="DEPLOYCTL_LOCK_DIR moves the lock directory") from exc
+            # Not root: the lock is only the first of the things the verb cannot do (install units, restart
+            # them over D-Bus, write the ledger); moving the lock directory would only postpone the refusal.
+            raise EnvironmentUnfit(
+                f"deployctl {verb} needs root: it installs the unit in the systemd directories, restarts it over "
+                f"D-Bus and writes the ledger; as {_user()} it cannot even take the lock {self.path} ({exc.strerror})",
+                hint=f"run it as root (sudo deployctl {verb} …); without root, `deployctl promote --dry-run` shows "
+                     "the plan and status, history and show read the ledger") from exc
         except OSError as exc:
             raise DeployctlError(f"cannot open the lock {self.path}: {exc.strerror}",
-                                 hint="run as root (DEPLOYCTL_LOCK_DIR moves the lock directory)") from exc
+                                 hint="DEPLOYCTL_LOCK_DIR moves the lock directory") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -8,9 +8,8 @@ import sys
 
 from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
 from deployctl.console.options import add_deployment_and_profile
-from deployctl.errors import PreflightRefused
-from deployctl.preflight import PreflightReport, run_preflight
-from deployctl.preflight.report import format_report
+from deployctl.preflight import run_preflight
+from deployctl.preflight.report import format_report, preflight_refusal
 
 
 NAME = "check"
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     args.deployment = deployment_name(inv, args)
     report = run_preflight(inv, args.deployment, args.profile, default_python=sys.executable)
-    refused = _refusal(report, args) if report.refuses(args.strict) else None
+    refused = preflight_refusal(report, args.strict)
     if args.json:
         document = report.to_dict()
         if refused is not None:  # a refusal under --json says so in the one document, as every error does
@@ -60,11 +59,3 @@ def run(args: argparse.Namespace) -> int:
         refused.after_result = True
         raise refused
     return 0
-
-
-def _refusal(report: PreflightReport, args: argparse.Namespace) -> PreflightRefused:
-    if report.errors:
-        return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}): {report.summary()}",
-                                hint="fix the errors above; promote would refuse them too")
-    return PreflightRefused(f"pre-flight refuses {args.deployment} ({args.profile}) on warnings (--strict): "
-                            f"{report.summary()}", hint="fix them, or drop --strict: promote proceeds past warnings")

@@ -22,7 +22,7 @@ DESCRIPTION = """\
 Compare profile A with profile B of DEPLOYMENT (-d, or the first of three positional arguments) after inheritance: flags added (+), removed (-) and
 changed (~), then the environment. --unit shows a unified diff of the two rendered units instead.
 Exit 0 when they are the same, 1 when they differ (as diff(1) and `git diff --exit-code`: `if deployctl
-diff glm5 baseline candidate -q; then …`); a bug, which also exits 1, prints a traceback on stderr.
+diff glm5 baseline candidate -q; then …`); any other code is an error (2 bad input, 70 a bug).
 
 examples:
   deployctl diff -d glm5 baseline candidate -i inventory/example.yaml
@@ -32,7 +32,6 @@ examples:
   deployctl diff qwen35 baseline candidate --unit      # the positional alias of -d qwen35
 """
 
-DIFFERENT = 1  # diff(1)'s "they differ" (deployctl's bugs exit 1 too, with a traceback on stderr)
 _COLOURS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m"}
 
 
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         same = diff.empty
         document = {"deployment": name, "a": args.a, "b": args.b, "same": same, **dataclasses.asdict(diff)}
         lines = [f"{name}: {args.a} -> {args.b}", *format_profile_diff(diff)]
-    code = ExitCode.OK if same else DIFFERENT
+    code = ExitCode.OK if same else ExitCode.DIFFERENT
     if args.quiet:
         return code
     if args.json:

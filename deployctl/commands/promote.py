@@ -23,7 +23,7 @@ from deployctl.flows.promote import promote
 from deployctl.judge.reuse import BASELINE_MAX_AGE_S
 from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
-from deployctl.preflight.report import format_report
+from deployctl.preflight.report import format_report, preflight_refusal
 
 
 NAME = "promote"
@@ -124,25 +124,28 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool, baselin
     plan = site.plan(profile, need_known_good=False)
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
         if preflight and not plan.unchanged else None
-    refuses = report is not None and report.refuses()  # the rule of check and the real run
+    refused = preflight_refusal(report) if report is not None else None  # the rule of check and the real run
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged
     cost = None if plan.unchanged else promote_cost(site, plan, baseline_max_age_s)
     if as_json:
-        emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
-                   "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
-                   "would_restart": [] if plan.unchanged else [plan.unit_name],
-                   "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
-                   "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
-                   "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
-                   "cost": cost.to_dict() if cost else None,
-                   "policy": plan.policy.model_dump(mode="json")})
+        document = {"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
+                    "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
+                    "would_restart": [] if plan.unchanged else [plan.unit_name],
+                    "preflight": report.to_dict() if report else None, "preflight_would_refuse": refused is not None,
+                    "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
+                    "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
+                    "cost": cost.to_dict() if cost else None,
+                    "policy": plan.policy.model_dump(mode="json")}
+        if refused is not None:  # as check --json: the refusal's error, hint and exit code in the one document
+            document.update(error=refused.message, hint=refused.hint, exit_code=refused.exit_code)
+        emit_json(document)
     else:
         lines = plan_lines(plan)
         if report is not None:
             lines += ["  pre-flight:", *(f"    {line}" for line in format_report(report).splitlines())]
-            if refuses:
+            if refused is not None:
                 lines.append("  pre-flight would REFUSE this promote (exit 3): fix the errors above")
             elif report.warnings:
                 lines.append("  pre-flight would let it proceed with the warnings above")
@@ -160,4 +163,4 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool, baselin
                          f"under, so run the promote on that host (`ssh {address} sudo deployctl promote "
                          f"{profile} -d {site.name}`)")
         emit(lines)
-    return ExitCode.PREFLIGHT_REFUSED if refuses else ExitCode.OK
+    return ExitCode.PREFLIGHT_REFUSED if refused is not None else ExitCode.OK

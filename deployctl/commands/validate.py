@@ -19,9 +19,9 @@ DESCRIPTION = """\
 Check the inventory: YAML syntax, unknown keys, types, flag values, references between hosts,
 models and deployments, profile inheritance, policy blocks; then render every profile of every
 deployment. Every problem is listed at once as FILE:LINE: key.path: message (exit 2; with --json,
-{"error", "problems": [...], "exit_code"}). A flag that none of the SGLang releases deployctl has flag
-tables of knows is a warning, with a "did you mean" (exit 0: `deployctl check` on the host reads its own
-SGLang's flags).
+{"error", "problems": [...], "exit_code"}). A flag that none of the SGLang releases deployctl supports
+knows (its shipped flag tables) is one of them, with a "did you mean" when a real flag is close
+(`deployctl check` on the host then checks the flags against its own SGLang).
 
 example:
   deployctl validate -i inventory/example.yaml
@@ -37,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory_from_args(args)
     source = inventory_path(args)
     failures = []
-    warnings = []
     rendered = 0
     for name, dep in inv.deployments.items():
         for profile in dep.profiles:
@@ -49,12 +48,12 @@ def run(args: argparse.Namespace) -> int:
                 continue
             for finding in unshipped_flag_findings(list(resolve_profile(inv, dep, profile).flags)):
                 flag = finding.message.split()[0].lstrip("-")
-                warnings.append(f"{source}: deployments.{name}.profiles.{profile}.flags.{flag}: {finding.message}"
-                                f" ({finding.hint})")
+                failures.append(f"{source}: deployments.{name}.profiles.{profile}.flags.{flag}: {finding.message}"
+                                f"; {finding.hint}")
     if failures:
-        raise InputError("\n".join([f"{source}: {len(failures)} profile(s) do not render", *failures]))
+        raise InputError("\n".join([f"{source}: {len(failures)} problem(s) in the profiles", *failures]))
     if args.json:
-        emit_json({"inventory": source, "ok": True, "units_rendered": rendered, "warnings": warnings,
+        emit_json({"inventory": source, "ok": True, "units_rendered": rendered,
                    "hosts": {name: {"simulated": host.simulated, "gpus": host.gpus.count, "gpu_model": host.gpus.model,
                                     "compute_capability": host.gpus.compute_capability}
                              for name, host in inv.hosts.items()},
@@ -68,6 +67,4 @@ def run(args: argparse.Namespace) -> int:
     for name, dep in inv.deployments.items():
         print(f"  deployment {name}: {dep.unit} on {dep.host}:{dep.port}, profiles {', '.join(dep.profiles)}")
     print(f"  {rendered} unit(s) rendered")
-    for warning in warnings:
-        print(f"warning: {warning}")
     return 0

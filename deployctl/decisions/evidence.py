@@ -127,6 +127,7 @@ class DriftResult:
     # The drift may explain the judged verdict (the A-B-A reading, ``deployctl.judge.aba``): the promote is
     # then inconclusive, neither rejected nor passed on it.
     in_doubt: bool = False
+    undecided: bool = False  # neither drifted nor ruled out ("drift undecided"): not "no drift"
 
 
 @dataclass(frozen=True)

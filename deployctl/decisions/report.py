@@ -243,6 +243,7 @@ def outcome_json(out: PromoteOutcome) -> dict[str, Any]:
         "reasons": list(out.state.reasons),
         "done": list(out.state.done),
         "drift": out.state.drift,
+        "drift_undecided": bool(ev.drift and ev.drift.undecided),  # "drift": false then is not "no drift"
         "profile_diff": list(out.plan.profile_diff),
         "startup_diff": list(ev.startup_diff),
         "gate_failures": list(ev.gate_failures),

@@ -17,6 +17,7 @@ Schema reference: ``inventory/README.md``.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path as FsPath
 from typing import Any, Mapping
 
@@ -127,7 +128,10 @@ def resolve_profile(inv: Inventory, deployment: str | Deployment, profile: str) 
     dep = _deployment(inv, deployment)
     if profile not in dep.profiles:
         known = ", ".join(dep.profiles)
-        raise InputError(f"deployment {dep.name!r} has no profile {profile!r} (known: {known})")
+        close = difflib.get_close_matches(profile, list(dep.profiles), n=1)
+        raise InputError(f"deployment {dep.name!r} has no profile {profile!r} (known: {known})",
+                         hint=f"did you mean {close[0]!r}?" if close else
+                         "`deployctl validate` lists each deployment's profiles")
     preset = inv.models[dep.model]
     chain = [dep.profiles[name] for name in reversed(_chain(dep.profiles, profile))]
     flags: dict[str, Any] = {"model-path": preset.path}

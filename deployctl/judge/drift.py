@@ -19,7 +19,9 @@ def drift_check(pre: BenchResult, verify: BenchResult, policy: JudgePolicy) -> D
 
     Only the levels the verification ran are compared. A level drifted when the difference is
     statistically clear and beyond the policy's limit in either direction (a host that got faster
-    changed too). Unclear levels are reported, not counted as drift.
+    changed too); it did not drift only when its whole interval lies within the limit. Anything else
+    (an interval that reaches past the limit, too few trials) leaves the drift undecided: three-valued
+    evidence, never "no drift" by default.
     """
     metric = METRICS[policy.metric]
     levels = []
@@ -36,23 +38,31 @@ def drift_check(pre: BenchResult, verify: BenchResult, policy: JudgePolicy) -> D
             state, text = LevelState.UNKNOWN, f"C={c}: not enough valid trials to compare"
         else:
             moved = (iv.high < 0 or iv.low > 0) and abs(iv.change) > limit / 100
-            state = LevelState.FAIL if moved else LevelState.PASS
+            steady = -limit / 100 < iv.low and iv.high < limit / 100
+            state = LevelState.FAIL if moved else LevelState.PASS if steady else LevelState.UNKNOWN
             text = f"C={c}: restored baseline {format_interval(iv)} against before the promotion, limit ±{limit:g} %"
+            if state is LevelState.UNKNOWN:
+                text += " (the interval does not rule out a change beyond the limit)"
         levels.append(LevelVerdict(concurrency=c, role="critical", state=state, reason=text))
     drifted = [lv for lv in levels if lv.state is LevelState.FAIL]
     if not levels:
-        return DriftVerdict(False, ("drift check: no level in common with the pre-promotion baseline",))
+        return DriftVerdict(False, ("drift undecided: no level in common with the pre-promotion baseline",),
+                            undecided=True)
     if drifted:
         head = (
             "environment drift: the restored baseline no longer performs as before the promotion, "
             "so the candidate's result is not the candidate's alone"
         )
         return DriftVerdict(True, (head, *(lv.reason for lv in levels)), tuple(levels))
+    if any(lv.state is LevelState.UNKNOWN for lv in levels):
+        head = ("drift undecided: the verification cannot tell whether the restored baseline performs as before "
+                "the promotion, so it neither rules drift out nor finds it")
+        return DriftVerdict(False, (head, *(lv.reason for lv in levels)), tuple(levels), undecided=True)
     return DriftVerdict(False, ("no drift: the restored baseline performs as before the promotion",
                                 *(lv.reason for lv in levels)), tuple(levels))
 
 
 def with_drift(verdict: Verdict, drift: DriftVerdict) -> Verdict:
     """The verdict as it stands after the rollback's verification, drift marked in its reasons."""
-    reasons = verdict.reasons + (drift.reasons if drift.drift else drift.reasons[:1])
+    reasons = verdict.reasons + (drift.reasons if drift.drift or drift.undecided else drift.reasons[:1])
     return replace(verdict, drift=drift, reasons=reasons)

@@ -122,11 +122,14 @@ def _df(df: float) -> str:
 
 @dataclass(frozen=True)
 class DriftVerdict:
-    """Whether the restored baseline still performs like it did before the promotion."""
+    """Whether the restored baseline still performs like it did before the promotion: ``drift`` when a
+    level moved beyond the limit, ``undecided`` when no level did but the evidence does not rule it out
+    (an interval reaching past the limit, too few trials); neither is "no drift"."""
 
     drift: bool
     reasons: tuple[str, ...]
     levels: tuple[LevelVerdict, ...] = ()
+    undecided: bool = False
 
 
 @dataclass(frozen=True)

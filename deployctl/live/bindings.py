@@ -220,7 +220,7 @@ class LiveJudge:
         # worse than the restored baseline" does not make that FAIL doubtful, and its status quo (the
         # degraded release stays, alerted) is the conservative side either way.
         if not verdict.drift or candidate is None or judged not in (JudgeOutcome.PASS, JudgeOutcome.FAIL) or self.improvement:
-            return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
+            return DriftResult(bool(verdict.drift), tuple(verdict.reasons), undecided=verdict.undecided)
         aba = aba_check(candidate, verify, judged, self.policy.judge)
         return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from deployctl.errors import PreflightRefused
+
 Level = Literal["ERROR", "WARN", "INFO"]
 LEVELS: tuple[Level, ...] = ("ERROR", "WARN", "INFO")
 
@@ -89,3 +91,15 @@ def format_report(report: PreflightReport) -> str:
         lines.append(f"      source: {finding.source}")
     lines.append(report.summary())
     return "\n".join(lines)
+
+
+def preflight_refusal(report: PreflightReport, strict: bool = False) -> PreflightRefused | None:
+    """The error a refusing report is (check, promote --dry-run), or None when it does not refuse."""
+    if not report.refuses(strict):
+        return None
+    what = f"{report.deployment} ({report.profile})"
+    if report.errors:
+        return PreflightRefused(f"pre-flight refuses {what}: {report.summary()}",
+                                hint="fix the errors above; promote would refuse them too")
+    return PreflightRefused(f"pre-flight refuses {what} on warnings (--strict): {report.summary()}",
+                            hint="fix them, or drop --strict: promote proceeds past warnings")

@@ -190,8 +190,8 @@ def flag_findings(table: FlagTable, argv: list[str], version: str | None, catalo
 
 def unshipped_flag_findings(names: list[str]) -> list[Finding]:
     """Without the host's own flag table (its SGLang version unknown, a remote host): a flag that none of
-    the shipped tables of four releases knows, not even as an abbreviation, is most likely a typo. A
-    warning, not an error: the host may run a release newer than every table."""
+    the shipped tables of the supported releases knows, not even as an abbreviation, is an error, as it
+    is against the host's own table: a laptop's ``validate`` or ``check`` must not pass what SGLang refuses."""
     tables = [table for version in shipped_versions() if (table := shipped_table(version)) is not None]
     known = sorted({option for table in tables for option in table.option_strings})
     out = []
@@ -199,16 +199,26 @@ def unshipped_flag_findings(names: list[str]) -> list[Finding]:
         option = f"--{name}"
         if any(table.resolve(option) is not None or table.prefix_matches(option) for table in tables):
             continue
-        close = difflib.get_close_matches(option, known, n=3, cutoff=0.75)
+        close = close_options(option, known)
         versions = ", ".join(t.sglang_version for t in tables)
         out.append(Finding(
-            "WARN", "flag-unknown-everywhere",
-            f"{option} is a flag of none of the SGLang releases deployctl has flag tables of ({versions}); the "
-            "host's SGLang was not read, so it may be newer, but a typo would make SGLang exit at startup",
-            "deployctl/preflight/flags-*.json",
+            "ERROR", "flag-unknown-everywhere",
+            f"{option} is a flag of none of the SGLang releases deployctl supports ({versions}): SGLang "
+            "would exit at startup with `unrecognized arguments`", "deployctl/preflight/flags-*.json",
             hint=f"did you mean {' or '.join(close)}?" if close else "check the spelling against "
                  "`python -m sglang.launch_server --help` on the host"))
     return out
+
+
+# How alike a typo and a flag must be (difflib's ratio) to suggest the flag: 0.85 keeps a dropped or swapped
+# letter or two (--tp-sze → --tp-size 0.94, --context-len → --context-length 0.90) and drops flags that only
+# share the words around them (--enable-turbo-mode → --enable-ep-moe 0.77, --tp-sze → --pp-size 0.82).
+CLOSE_FLAG = 0.85
+
+
+def close_options(option: str, known: list[str]) -> list[str]:
+    """The flags ``option`` is probably a misspelling of, closest first; none when nothing is close."""
+    return difflib.get_close_matches(option, known, n=3, cutoff=CLOSE_FLAG)
 
 
 def environment_findings(table: FlagTable, env: Mapping[str, str]) -> list[Finding]:
@@ -244,7 +254,7 @@ def _unknown_finding(table: FlagTable, problem: ArgProblem, quoted: str, label: 
         hint = f"use {replacement.instead}" if replacement.instead else f"remove {problem.option}"
         return Finding("ERROR", code, f"{problem.option} {what} {label} ({replacement.note}); {label} would exit "
                        f"with {quoted}", f"{source}; {replacement.source}", hint=hint)
-    close = difflib.get_close_matches(problem.option, table.option_strings, n=3, cutoff=0.75)
+    close = close_options(problem.option, table.option_strings)
     hint = f"did you mean {' or '.join(close)}?" if close else None
     return Finding("ERROR", code, f"{problem.option} {what} {label}; {label} would exit with {quoted}", source,
                    hint=hint)

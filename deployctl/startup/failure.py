@@ -6,7 +6,8 @@ Kinds (stable, documented in docs/startup.md):
                       a ``ValueError``/``AssertionError`` raised while ServerArgs resolves the flags
     model_not_found   the model is neither a local folder nor a reachable Hub repo (exit 1)
     oom_kv_cache      ``Not enough memory. Please try to increase --mem-fraction-static``
-    oom_cuda_graph    ``Capture cuda graph failed: CUDA out of memory…``
+    oom_cuda_graph    ``Capture cuda graph failed: CUDA out of memory…``, or a CUDA OOM whose traceback runs
+                      through the decode runner's capture (tracebacks.py)
     cuda_graph_failed ``Capture cuda graph failed: <any other reason>`` (a kernel without an image for this
                       GPU, an illegal memory access, an assertion in a model's forward…)
     oom               any other CUDA out-of-memory (weights, warm-up)

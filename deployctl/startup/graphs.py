@@ -42,6 +42,10 @@ class Progress:
     failure_kind: str | None
     dict_dump: bool
     failure_message: str = ""
+    # The log shows that the start stopped before the capture stage: it holds the start from its dump, or
+    # its cause (argparse, NCCL init, the KV pool) comes before capture. Otherwise a log with no capture
+    # line (a tail, a paste cut during the draft model's load) cannot tell "not reached" from "not shown".
+    before_capture_known: bool = True
 
     def capture_failure(self) -> tuple[str, str] | None:
         """(graph words, reason) of a ``Capture … graph failed: reason`` failure: ("", …) for the decode
@@ -79,7 +83,9 @@ def decode_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress) -
     if capture_failed is not None and not _prefill_words(capture_failed[0]) and "target_decode" not in log.ended:
         inferred = "target_decode" not in log.begun
         reason = capture_failed[1]
-        return CudaGraph("failed", sizes, None, draft, f"Capture cuda graph failed: {reason}", inferred, reason)
+        said = f"Capture cuda graph failed: {reason}" if CAPTURE_FAILED_RE.search(progress.failure_message) else \
+            f"{reason} (raised inside the CUDA-graph capture: the traceback runs through cuda_graph_runner's capture)"
+        return CudaGraph("failed", sizes, None, draft, said, inferred, reason)
     if "target_decode" in log.ended:
         return CudaGraph("captured", sizes, log.seconds.get("target_decode"), draft, "Capture cuda graph begin/end")
     if "target_decode" in log.begun:
@@ -98,6 +104,9 @@ def decode_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress) -
     if passed:
         return CudaGraph("unknown", evidence="the start passed the capture stage (scheduler summary), but no line "
                          "says whether graphs were captured or disabled")
+    if not progress.before_capture_known:
+        return CudaGraph("unknown", evidence="no capture line, and the log does not show the start from its "
+                         "beginning: the capture may have passed before the first line shown")
     return CudaGraph("not_reached")
 
 
@@ -152,15 +161,23 @@ def piecewise_graph(log: CaptureLog, args: Mapping[str, Any], progress: Progress
         return PiecewiseCudaGraph("not_available", None, None, "this version has no piecewise CUDA graph")
     if "target_prefill" in log.begun:
         return _pending(log, progress, "Capture piecewise CUDA graph begin")
-    return PiecewiseCudaGraph("unknown" if progress.ready or progress.summary_seen else "not_reached")
+    return PiecewiseCudaGraph("not_reached" if _not_reached(progress) else "unknown")
 
 
 def _pending(log: CaptureLog, progress: Progress, evidence: str) -> PiecewiseCudaGraph:
     if "target_prefill" in log.begun and progress.failure_kind is not None and not progress.summary_seen:
         return PiecewiseCudaGraph("unknown", None, None, evidence + f"; capture began, then {progress.failure_kind}")
-    if progress.ready or progress.summary_seen:
+    if not _not_reached(progress):
         return PiecewiseCudaGraph("unknown", None, None, evidence + "; no capture line seen")
     return PiecewiseCudaGraph("not_reached", None, None, evidence)
+
+
+def _not_reached(progress: Progress) -> bool:
+    """No prefill capture line: not reached when the start stopped short of it and the log shows that
+    (its beginning, or the failure that stopped it), else unknown."""
+    if progress.ready or progress.summary_seen:
+        return False
+    return progress.before_capture_known or progress.failure_kind is not None
 
 
 def piecewise_auto_rules(args: Mapping[str, Any]) -> list[str]:

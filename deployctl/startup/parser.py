@@ -362,8 +362,10 @@ class StartupParser:
         implied = _SPECIFIC_PHASE.get(failure.kind) if failure is not None else None
         if implied is not None and (phase is None or PHASES.index(implied) > PHASES.index(phase)):
             phase = implied  # a tail-only paste: the cause proves how far the start got
+        stopped_before = implied is not None and PHASES.index(implied) < PHASES.index("cuda_graphs")
         progress = Progress(st.ready, st.summary is not None, failure.kind if failure else None,
-                            bool(self._parsed and self._parsed[1] == "dict"), failure.message if failure else "")
+                            bool(self._parsed and self._parsed[1] == "dict"), failure.message if failure else "",
+                            before_capture_known=st.dump is not None or stopped_before)
         cuda_graph = decode_graph(st.capture, args or {}, progress)
         summary = st.summary
         inferred = tuple(x for x in (

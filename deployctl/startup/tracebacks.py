@@ -24,6 +24,9 @@ from deployctl.startup.report import StartupFailure
 
 MAX_LINE_KEEP = 1000
 _QUALIFIED_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*)?$")
+# A frame of the target model's decode-graph capture: cuda_graph_runner.py's capture (0.4–0.5.22), or
+# runner/decode_cuda_graph_runner.py's (0.5.23); not the draft's or the piecewise runner's (their own graphs).
+_CAPTURE_FRAME_RE = re.compile(r'/(?:decode_)?cuda_graph_runner\.py", line \d+, in _?capture')
 
 
 def clip(text: str) -> str:
@@ -46,8 +49,8 @@ class Failure:
 class Traceback:
     """One open traceback: ``origin`` is ``rank`` | ``main`` | ``warmup`` | ``tail`` (no header seen)."""
 
-    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args", "evidence", "after",
-                 "expect_exc")
+    __slots__ = ("rank", "origin", "header", "lines", "exc_line", "in_server_args", "in_capture", "evidence",
+                 "after", "expect_exc")
 
     def __init__(self, origin: str, rank: int | None, header: str) -> None:
         self.origin = origin
@@ -56,6 +59,7 @@ class Traceback:
         self.lines: deque[str] = deque(maxlen=8)
         self.exc_line: str | None = None
         self.in_server_args = False
+        self.in_capture = False  # a frame of the decode-graph capture (kept here: ``lines`` keeps only 8)
         self.evidence: tuple[str, ...] = ()  # the frames up to and including the latest exception line
         self.after: list[str] = []  # what the exception printed after its first line (hints, a token tip)
         # An exception line ends a traceback; a second one before the next "Traceback" is part of the
@@ -73,6 +77,8 @@ class Traceback:
         self.lines.append(line)
         if "server_args.py" in text:
             self.in_server_args = True
+        if _CAPTURE_FRAME_RE.search(text):
+            self.in_capture = True
         if self.expect_exc and not text[:1].isspace() and (
                 EXCEPTION_LINE_RE.match(text) or (self.framed and _QUALIFIED_EXC_RE.match(text))):
             self.exc_line = line
@@ -97,6 +103,10 @@ class Traceback:
                            (self.header, *self.evidence, *self.after), None, [], exc)
         main = self.origin in ("main", "tail")
         kind = classify_exception(exc, in_server_args=self.in_server_args and main)
+        if kind == "oom" and self.in_capture:
+            # Raised inside the capture without SGLang's "Capture cuda graph failed" around it (a paste cut
+            # before the wrapper, a release that does not wrap it): a capture OOM all the same.
+            kind = "oom_cuda_graph"
         # SGLang's own errors read best without the type; a foreign one (OSError from the Hub) keeps it.
         message = exception_message(exc, keep_type=main and kind in ("model_not_found", "exception"))
         rank = self.rank

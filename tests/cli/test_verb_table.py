@@ -243,10 +243,50 @@ def test_version_with_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_check_refusing_under_json_carries_error_and_exit_code(no_bus: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["check", "-d", "glm5", "--strict", "--json"], capsys)  # the remote host's warning
+    code, out, err = run(["check", "-d", "glm5", "--strict", "--json"], capsys)  # the remote host's warning
     document = json.loads(out)
     assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
     assert "on warnings (--strict)" in document["error"] and document["findings"]
+    assert err == ""  # issue 44.10: not also a text error on stderr
+
+
+def test_promote_dry_run_refusing_under_json_carries_error_and_exit_code(
+        no_bus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(Path(EXAMPLE).read_text().replace("enable-flashinfer-allreduce-fusion: true",
+                                                      "enable-flashinfer-allreduce-fuson: true", 1))
+    code, out, err = run(["promote", "glm5", "candidate", "--dry-run", "--json", "-i", str(typo)], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED and document["preflight_would_refuse"]
+    assert document["error"].startswith("pre-flight refuses glm5 (candidate): 1 error(s)") and document["hint"]
+    assert err == ""
+
+
+@pytest.mark.parametrize("argv", [["check", "glm5", "candidat"], ["promote", "glm5", "candidat", "--dry-run"],
+                                  ["diff", "glm5", "baseline", "candidat"]])
+def test_a_profile_typo_gets_a_hint_as_a_deployment_typo_does(
+        argv: list[str], no_bus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run([*argv, "--json"], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.BAD_INPUT
+    assert document["hint"] == "did you mean 'candidate'?"
+    code, out, _ = run(["check", "glm5", "nightly", "--json"], capsys)
+    assert json.loads(out)["hint"] == "`deployctl validate` lists each deployment's profiles"
+
+
+def test_exit_1_is_only_diffs_they_differ_and_a_bug_has_its_own_code(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert [code for code, _ in EXIT_CODES if code == 1] == [ExitCode.DIFFERENT]
+    assert main(["diff", "glm5", "baseline", "candidate", "-i", EXAMPLE, "-q"]) == 1
+    from deployctl.commands import validate
+
+    def broken(args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(validate, "run", broken)
+    assert main(["validate", "-i", EXAMPLE, "--json"]) == ExitCode.BUG == 70
+    out, err = capsys.readouterr()
+    assert json.loads(out)["exit_code"] == 70 and "Traceback" in err
 
 
 def test_validate_json_lists_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -262,3 +302,38 @@ def test_a_remote_option_after_the_verb_says_where_it_goes(capsys: pytest.Captur
     code, _, err = run(["status", "glm5", "-H", "gpu-node-3", "-i", EXAMPLE], capsys)
     assert code == ExitCode.BAD_INPUT
     assert "hint: -H goes before the verb: deployctl -H [USER@]HOST status" in err
+
+
+def test_a_misspelt_sglang_flag_fails_validate_and_check_on_a_laptop(
+        no_bus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44.3: validate said `ok` (exit 0) and check exited 0 for a remote host on a flag no release has."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(Path(EXAMPLE).read_text().replace("mem-fraction-static:", "mem-fraction-statc:", 1)
+                    .replace("enable-flashinfer-allreduce-fusion: true", "enable-turbo-mode: true", 1))
+    code, out, err = run(["validate", "-i", str(typo)], capsys)
+    assert code == ExitCode.BAD_INPUT and not out
+    assert "flags.mem-fraction-statc: --mem-fraction-statc is a flag of none" in err
+    assert "did you mean --mem-fraction-static?" in err
+    (turbo,) = [line for line in err.splitlines() if ".flags.enable-turbo-mode:" in line]
+    assert "did you mean" not in turbo
+    code, out, _ = run(["check", "glm5", "candidate", "-i", str(typo), "--json"], capsys)
+    document = json.loads(out)
+    assert code == document["exit_code"] == ExitCode.PREFLIGHT_REFUSED
+    assert {"flag-unknown-everywhere"} <= {f["code"] for f in document["findings"] if f["level"] == "ERROR"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root (CI runs as root)")
+def test_promote_as_a_normal_user_says_it_needs_root_not_where_the_lock_is(tmp_path: Path) -> None:
+    """Issue 44.5: the hint was `DEPLOYCTL_LOCK_DIR moves the lock directory`; the real run needs root."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    with AsNobody(REPO, state) as nobody:
+        done = nobody.python("-m", "deployctl", "promote", "glm5", "candidate", "-i", nobody.path(EXAMPLE),
+                             "--state-dir", nobody.path(state), "--json")
+    document = json.loads(done.stdout)
+    assert done.returncode == document["exit_code"] == ExitCode.ENVIRONMENT, done.stdout + done.stderr
+    assert document["error"].startswith("deployctl promote needs root: it installs the unit")
+    assert "as nobody it cannot even take the lock" in document["error"]
+    assert document["hint"].startswith("run it as root (sudo deployctl promote …)")
+    assert "DEPLOYCTL_LOCK_DIR" not in done.stdout + done.stderr
+    assert not list(state.iterdir())

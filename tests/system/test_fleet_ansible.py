@@ -316,12 +316,16 @@ def test_a_regression_in_the_bake_stops_the_rollout_and_undoes(fleet: Fleet):
 def test_check_mode_changes_nothing(fleet: Fleet):
     hosts = fleet.hosts[:3]
     before = [(h.installed_profile(), h.unit_text()) for h in hosts]
-    rc, out, summary = fleet.playbook("-e", "profile=candidate-forced-fusion", "--check", hosts=hosts)
+    rc, out, summary = fleet.playbook("-e", "profile=candidate-forced-fusion", "--check", "--diff", hosts=hosts)
     assert rc == 0, out
     assert [(h.installed_profile(), h.unit_text()) for h in hosts] == before
     assert all(h.promotes() == [] for h in hosts)
     assert {s["result"] for s in summary.values()} == {"planned"}, summary
     assert all(s["would_restart"] for s in summary.values()), summary  # --dry-run: each host would restart
+    # Issue 38.8: what would change on each host, as --check --diff shows a change, and in the summary.
+    assert all(s["profile_diff"][0] == "baseline → candidate-forced-fusion:" for s in summary.values()), summary
+    for host in hosts:
+        assert f"{host.unit} would restart\n  baseline → candidate-forced-fusion:" in out, out
 
 
 def test_a_host_deployctl_does_not_know_fails_before_anything_restarts(fleet: Fleet):

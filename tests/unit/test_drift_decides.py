@@ -28,3 +28,13 @@ def test_without_a_drift_or_a_judged_candidate_nothing_is_in_doubt() -> None:
 def test_a_canary_rollback_trial_that_is_not_better_stays_failed_under_drift() -> None:
     drift = LiveJudge(POLICY, improvement=True).drift(BEFORE, SLOW_AFTER, SLOW_CANDIDATE, JudgeOutcome.FAIL)
     assert drift.drifted and not drift.in_doubt
+
+
+def test_a_verification_that_cannot_rule_drift_out_is_undecided_not_no_drift() -> None:
+    """Issue 44.8: an interval far wider than the limit read as "no drift"."""
+    noisy_before = sweep({2: [800.0, 1250.0, 1000.0]})
+    drift = LiveJudge(POLICY).drift(noisy_before, sweep({2: [1005.0]}), SLOW_CANDIDATE, JudgeOutcome.FAIL)
+    assert not drift.drifted and drift.undecided and not drift.in_doubt
+    assert drift.reasons[0].startswith("drift undecided:") and not any("no drift" in r for r in drift.reasons)
+    steady = LiveJudge(POLICY).drift(BEFORE, sweep({2: [1001.0]}), SLOW_CANDIDATE, JudgeOutcome.FAIL)
+    assert not steady.drifted and not steady.undecided and steady.reasons[0].startswith("no drift:")

@@ -249,14 +249,27 @@ def test_drift_is_marked_when_the_restored_baseline_moved():
 
 def test_no_drift_when_the_restored_baseline_is_as_before():
     d = drift_check(sweep({1: BASE, 16: BASE}), sweep({1: [1003.0], 16: [998.0]}), JudgePolicy())
-    assert not d.drift
+    assert not d.drift and not d.undecided
     assert d.reasons[0] == "no drift: the restored baseline performs as before the promotion"
     assert d.reasons[1].endswith("limit ±5 %")
 
 
 def test_drift_without_common_levels_says_so():
     d = drift_check(sweep({1: BASE}), sweep({64: [1.0]}), JudgePolicy())
-    assert not d.drift and "no level in common" in d.reasons[0]
+    assert not d.drift and d.undecided and d.reasons[0].startswith("drift undecided: no level in common")
+
+
+def test_an_interval_wider_than_the_limit_leaves_drift_undecided_never_no_drift():
+    # Issue 44.8: a rollback's check said "no drift" at −18.4 … +25.6 % against ±5 %. A noisy pre-promotion
+    # baseline and a verification near it: the interval spans zero and reaches far past the limit.
+    d = drift_check(sweep({1: [800.0, 1200.0, 1000.0]}), sweep({1: [1010.0]}), JudgePolicy())
+    assert not d.drift and d.undecided
+    assert d.levels[0].state is LevelState.UNKNOWN
+    assert d.reasons[0].startswith("drift undecided:")
+    assert not any("no drift" in r for r in d.reasons)
+    assert d.reasons[1].endswith("(the interval does not rule out a change beyond the limit)")
+    marked = with_drift(judge(sweep({1: BASE}), sweep({1: [700.0, 701.0]}), JudgePolicy()), d)
+    assert d.reasons[1] in marked.reasons  # the undecided level is shown, not only the headline
 
 
 def test_zero_throughput_trial_is_left_out():

@@ -18,6 +18,7 @@ from deployctl.errors import InputError
 from deployctl.inventory.model import Inventory, parse_inventory
 from deployctl.preflight import PreflightReport, run_preflight
 from deployctl.preflight.flagtable import shipped_table
+from deployctl.preflight.run import close_options
 from deployctl.preflight.hostfacts import GpuFact, HostFacts, ProbeRequest
 from deployctl.preflight.installed import InstalledSglang
 
@@ -199,14 +200,32 @@ def test_sglang_environment_variables_the_version_does_not_declare() -> None:
     assert not [f for f in report.findings if "SGLANG_SIM_VERSION" in f.message]
 
 
-def test_a_typo_in_a_flag_warns_with_did_you_mean_when_the_hosts_sglang_is_unknown() -> None:
-    """example.yaml's hosts are remote: no flag table of their SGLang; the shipped tables still catch a typo."""
+def test_a_typo_in_a_flag_is_an_error_with_did_you_mean_when_the_hosts_sglang_is_unknown() -> None:
+    """example.yaml's hosts are remote: no flag table of their SGLang; the shipped tables still catch a typo,
+    and refuse it (issue 44.3: a remote host's check exited 0 with a warning)."""
     text = (REPO / "inventory" / "example.yaml").read_text()
     assert "enable-flashinfer-allreduce-fusion: true" in text
     inv = parse_inventory(text.replace("enable-flashinfer-allreduce-fusion: true", "enable-flashinfer-allreduce-fuson: true", 1))
     report = check(inv, "glm5", "candidate")
     assert report.sglang_version is None
     (typo,) = by_code(report, "flag-unknown-everywhere")
-    assert typo.level == "WARN" and typo.message.startswith("--enable-flashinfer-allreduce-fuson is a flag of none")
+    assert typo.level == "ERROR" and typo.message.startswith("--enable-flashinfer-allreduce-fuson is a flag of none")
+    assert report.refuses(strict=False)
     assert typo.hint.startswith("did you mean --enable-flashinfer-allreduce-fusion ")  # the closest first
     assert not by_code(check(parse_inventory(text), "glm5", "candidate"), "flag-unknown-everywhere")  # real flags pass
+
+
+def test_a_made_up_flag_is_an_error_with_no_far_fetched_suggestion() -> None:
+    """--enable-turbo-mode is no flag of any release and close to none: no "did you mean --enable-ep-moe?"."""
+    text = (REPO / "inventory" / "example.yaml").read_text()
+    inv = parse_inventory(text.replace("enable-flashinfer-allreduce-fusion: true", "enable-turbo-mode: true", 1))
+    (made_up,) = by_code(check(inv, "glm5", "candidate"), "flag-unknown-everywhere")
+    assert made_up.level == "ERROR" and "did you mean" not in (made_up.hint or "")
+    assert made_up.hint == "check the spelling against `python -m sglang.launch_server --help` on the host"
+
+
+def test_against_the_hosts_own_table_only_a_close_flag_is_suggested() -> None:
+    table = shipped_table("0.5.10")
+    assert table is not None
+    assert close_options("--tp-sze", table.option_strings) == ["--tp-size"]  # not --pp-size, --ep-size
+    assert close_options("--enable-turbo-mode", table.option_strings) == []

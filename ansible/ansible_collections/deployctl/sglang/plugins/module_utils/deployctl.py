@@ -21,6 +21,7 @@ INCONCLUSIVE = 11
 ROLLBACK_FAILED = 12
 CANARY_DEGRADED = 20
 CANARY_UNCLEAR = 23
+BUG = 70  # a bug in deployctl, its traceback on stderr (1 is only `deployctl diff`'s "they differ")
 
 # deployctl's own default (deployctl/adapters/ledger/location.py DEFAULT_STATE_DIR), after --state-dir and the
 # variable; tests/unit/test_ansible_contract.py keeps the two equal.
@@ -52,20 +53,43 @@ def deployctl_argv(params, *args, **overrides):
 
 
 def run_json(module, *args, **overrides):
-    """``(rc, document, stderr)``: the document is deployctl's one JSON value on stdout, or None."""
+    """``(rc, document, stderr)``: the document is deployctl's one JSON value on stdout; the text itself
+    when it is not JSON (so a failure can quote it); None when stdout was empty."""
     argv = deployctl_argv(module.params, *args, **overrides)
     rc, out, err = module.run_command(argv, check_rc=False, environ_update={"NO_COLOR": "1"})
+    if not out.strip():
+        return rc, None, err
     try:
-        doc = json.loads(out) if out.strip() else None
+        return rc, json.loads(out), err
     except ValueError:
-        doc = None
-    return rc, doc, err
+        return rc, out, err
+
+
+def what_came_back(rc, doc, err):
+    """What deployctl answered, in a line: its error, else its last line on stderr, else what it printed."""
+    if isinstance(doc, dict) and doc.get("error"):
+        return doc["error"]
+    said = err.strip().splitlines()
+    if said:
+        return said[-1]
+    if doc is None:
+        return "nothing on stdout or stderr (exit %d)" % rc
+    if not isinstance(doc, (dict, list)):
+        return "exit %d, and on stdout text that is not JSON: %s" % (rc, _excerpt(doc.strip()))
+    return "exit %d, and a JSON %s without an error: %s" % (
+        rc, "document" if isinstance(doc, dict) else "list", _excerpt(json.dumps(doc, sort_keys=True)))
+
+
+def _excerpt(text, limit=300):
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def fail_with_error(module, rc, doc, err, what):
     """deployctl refused or failed: its own error and hint, its exit code, and what it said on stderr."""
+    message = what_came_back(rc, doc, err)
     doc = doc if isinstance(doc, dict) else {}
-    message = doc.get("error") or (err.strip().splitlines() or ["no output"])[-1]
     hint = doc.get("hint")
+    if rc == BUG:
+        what = "%s hit a bug in deployctl (exit %d: please report it with the stderr)" % (what, BUG)
     module.fail_json(msg="%s: %s%s" % (what, message, " (%s)" % hint if hint else ""), rc=rc, exit_code=rc,
                      error=doc.get("error"), hint=hint, stderr=err)

@@ -14,7 +14,8 @@ description:
   - The outcome is read from deployctl's exit code. Kept is C(changed). Rejected, rollback failed, refused,
     busy and (unless O(inconclusive=ok)) inconclusive fail the task, with the verdict, reasons and release id.
   - In check mode it runs C(deployctl promote --dry-run) and changes nothing; C(changed) says whether the
-    unit would restart.
+    unit would restart, and the plan's profile diff (flags and environment added, removed, changed against
+    the installed unit's profile) is the task's diff, shown by C(ansible-playbook --check --diff).
 version_added: "0.1.0"
 author: deployctl maintainers
 extends_documentation_fragment:
@@ -80,6 +81,11 @@ output:
     and same top token %, when it ran.
   type: dict
   returned: when the output gate ran
+profile_diff:
+  description: In check mode, the plan's profile diff, one line each (C(baseline → candidate:), C(+ --flag), ...).
+  type: list
+  elements: str
+  returned: in check mode
 exit_code:
   description: deployctl's exit code.
   type: int
@@ -103,7 +109,12 @@ def plan(module):
     if rc == PREFLIGHT_REFUSED:
         module.fail_json(msg="pre-flight would refuse %s" % module.params["profile"], result="refused",
                          exit_code=rc, reasons=[], outcome=doc)
-    module.exit_json(changed=not doc["unchanged"], result="planned", exit_code=rc, reasons=[], outcome=doc)
+    changed = not doc["unchanged"]
+    lines = doc.get("profile_diff", [])
+    # Ansible's own modules show a check-mode change as the task's diff: "prepared" is printed as it is.
+    said = "%s would restart" % doc["unit"] if changed else "%s unchanged" % doc["unit"]
+    module.exit_json(changed=changed, result="planned", exit_code=rc, reasons=[], outcome=doc, profile_diff=lines,
+                     diff=dict(prepared="\n".join([said] + ["  %s" % line for line in lines]) + "\n"))
 
 
 def _output(gate):
