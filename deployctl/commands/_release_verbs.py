@@ -33,6 +33,7 @@ from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
 from deployctl.live.protocols import Adapters, Progress
 from deployctl.live.recovery import (
+    RECOVERY,
     Recovered,
     failed_recovery_hint,
     recover,
@@ -41,7 +42,7 @@ from deployctl.live.recovery import (
 from deployctl.live.site import Site, make_site
 from deployctl.promote import machine as m
 from deployctl.promote.records import Release
-from deployctl.promote.report import live_release_line
+from deployctl.promote.report import live_release_line, recovery_line
 from deployctl.units.stamp import unit_hash
 
 
@@ -225,3 +226,15 @@ def read_live_release(site: Site) -> tuple[Release | None, str]:
     with Ledger.open(site.state_dir) as ledger:
         release = live_release(ledger, site.name)
     return release, live_release_line(release, unit_hash(known.text) if known else None)
+
+
+def read_last_recovery(site: Site) -> str:
+    """How a recovery ended the deployment's newest release, for ``status`` (empty when none did): a recovery
+    by another command — the dead-man's switch runs ``recover`` — is otherwise seen only in ``show``."""
+    if not (site.state_dir / LEDGER_FILE).exists() or not os.access(site.state_dir, os.W_OK):
+        return ""
+    with Ledger.open(site.state_dir) as ledger:
+        newest = ledger.history(site.name, 1)
+        events = ledger.events(newest[0].id) if newest else []
+    reasons = [e.detail.get("reason", "") for e in events if e.name == RECOVERY]
+    return recovery_line(newest[0], reasons[-1]) if reasons else ""

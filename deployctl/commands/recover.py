@@ -12,10 +12,12 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
 from deployctl.commands.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
+from deployctl.adapters.ledger import LedgerError
 from deployctl.errors import Busy
-from deployctl.live.dead_man import read_lease, stop_switch
+from deployctl.live.dead_man import read_lease, record_action, stop_switch
 from deployctl.live.site import Site
-from deployctl.promote.dead_man import Verdict, judge_alive
+from deployctl.promote.dead_man import FOUND_GONE, Verdict, judge_alive, stop_said
+from deployctl.promote.records import Release
 
 NAME = "recover"
 HELP = "roll back (or finish keeping) a promote whose controller died; the dead-man's switch runs it"
@@ -25,7 +27,8 @@ that was under way, otherwise restore the known-good unit and verify it. The led
 `deployctl recover` did it. A live controller holds the lock: recover exits 4, unless --release names
 the release that controller runs (the dead-man's timer does): then it checks the controller's lease, and
 one with no progress for the policy's dead_man_s gets SIGTERM (it rolls back itself), SIGKILL after twice
-that.
+that. What the switch did, and why, is a "dead-man" step of the release in the ledger, and the reason of
+the recovery that follows says it (`deployctl show`, `deployctl status`).
 
 A promote arms a repeating transient timer (deployctl-deadman-DEPLOYMENT.timer) that runs this verb with
 --release every dead_man_check_s seconds until the promote keeps or rolls back: a dead controller's
@@ -61,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
 def _recover_or_check(site: Site, release_id: int | None) -> list[str]:
     try:
         with locked(site, NAME):
-            said = asyncio.run(_recover(site)) or [f"{site.name}: no unfinished promote; nothing to recover"]
+            said = asyncio.run(_recover(site, release_id)) or \
+                [f"{site.name}: no unfinished promote; nothing to recover"]
             if release_id is not None:  # the switch's check: nothing unfinished is left to guard
                 asyncio.run(stop_switch(site.endpoint, site.name))
             return said
@@ -76,10 +80,16 @@ def _finished(site: Site, release_id: int) -> bool:
         return all(r.id != release_id for r in ledger.unfinished(site.name))
 
 
-async def _recover(site: Site) -> list[str]:
+async def _recover(site: Site, guarded: int | None) -> list[str]:
+    """Recover what is unfinished; ``guarded``: the release the dead-man's switch checks, whose controller is
+    gone since the lock was free (its ledger says the switch found it so)."""
     with Ledger.open(site.state_dir) as ledger:
-        if not ledger.unfinished(site.name):
+        unfinished = ledger.unfinished(site.name)
+        if not unfinished:
             return []
+        for release in unfinished:
+            if release.id == guarded:
+                record_action(ledger, release, FOUND_GONE, None)
         # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which `deployctl
         # --help` would pay for at start-up, and this verb only when there is something to recover (benchmarks/cli_startup.py).
         from deployctl.live.bindings import live_adapters
@@ -108,10 +118,21 @@ def _check_live_controller(site: Site, release_id: int) -> str:
     idle = time.monotonic() - lease.renewed
     if verdict is Verdict.KILL:
         os.kill(holder.pid, signal.SIGKILL)
+        _record(site, release, stop_said(verdict, idle, lease.stall_s), "SIGKILL")
         return (f"{holder.describe()} made no progress for {idle:.0f} s and did not stop on SIGTERM: sent SIGKILL;"
                 " the next check rolls back")
     abort_request_path(lock).write_text(f"the dead-man's switch expired: no progress for {idle:.0f} s"
                                         f" (dead_man_s {lease.stall_s:g})")
     os.kill(holder.pid, signal.SIGTERM)
+    _record(site, release, stop_said(verdict, idle, lease.stall_s), "SIGTERM")
     say([f"{holder.describe()} made no progress for {idle:.0f} s: sent SIGTERM, it rolls back now"])
     return f"stopped {holder.describe()}"
+
+
+def _record(site: Site, release: Release, said: str, sent: str) -> None:
+    """The signal is sent first: a ledger that cannot be written must not keep a stuck controller alive."""
+    try:
+        with Ledger.open(site.state_dir) as ledger:
+            record_action(ledger, release, said, sent)
+    except LedgerError as exc:
+        say([f"could not record in the ledger that the dead-man's switch sent {sent}: {exc.message}"])

@@ -16,6 +16,7 @@ from deployctl.commands._inventory import load_inventory_from_args
 from deployctl.commands._release_verbs import (
     add_site_arguments,
     existing_state_dir,
+    read_last_recovery,
     read_live_release,
     recover_now,
 )
@@ -31,8 +32,9 @@ NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"
 DESCRIPTION = """\
 The unit's state over D-Bus, the installed unit file's X-Deployctl-* stamp (profile, hash, whether it
-was edited by hand since deployctl wrote it), the live release in the ledger, a trial left by an
-unfinished promote, and the last lines of the current invocation's log.
+was edited by hand since deployctl wrote it), the live release in the ledger, how a recovery ended the
+newest release (the dead-man's switch's included: what it did to the controller, and why), a trial left
+by an unfinished promote, and the last lines of the current invocation's log.
 
 First, when a promote's controller died (killed, host crash) and left its work unfinished, status
 finishes it as recovery does: rolls back to the known-good unit (or finishes a keep) and says so. That
@@ -63,6 +65,7 @@ class Status:
     live_release: str = ""  # report.live_release_line
     live_release_id: int | None = None
     recovered: tuple[str, ...] = ()  # what recovery did first, one line each
+    last_recovery: str = ""  # how a recovery by another command (the dead-man's switch) ended the newest release
     host: str = ""  # the inventory's host of the deployment: fleet tools check it is the machine they reached
 
     @property
@@ -96,6 +99,7 @@ class Status:
             "live_release": self.live_release_id,
             "live_release_line": self.live_release,
             "recovered": list(self.recovered),
+            "last_recovery": self.last_recovery or None,
             "last_lines": list(self.log),
         }
 
@@ -135,6 +139,8 @@ def status_lines(status: Status) -> list[str]:
             out.append("  profile:   (not written by deployctl)")
     if status.live_release:
         out.append(f"  {status.live_release}")
+    if status.last_recovery:
+        out.append(f"  recovered: {status.last_recovery}")
     if status.trial is not None:
         out.append(f"  trial:     {d['trial']} ({d['trial_profile'] or '?'}) — a promote is unfinished")
     if d["need_daemon_reload"]:
@@ -145,7 +151,8 @@ def status_lines(status: Status) -> list[str]:
     return out
 
 
-async def collect(site: Site, lines: int, live: tuple[Release | None, str], recovered: tuple[str, ...] = ()) -> Status:
+async def collect(site: Site, lines: int, live: tuple[Release | None, str], recovered: tuple[str, ...] = (),
+                  last_recovery: str = "") -> Status:
     files = site.unit_files()
     systemd = await site.endpoint.connect()
     try:
@@ -160,7 +167,7 @@ async def collect(site: Site, lines: int, live: tuple[Release | None, str], reco
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
                   trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
                   live_release_id=release.id if release else None, recovered=recovered,
-                  host=site.deployment.host)
+                  last_recovery=last_recovery, host=site.deployment.host)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,13 +175,15 @@ def run(args: argparse.Namespace) -> int:
     # Steps of a recovery go to stderr as they happen (a rollback takes a while); its summary is in the status.
     ledger_error: LedgerError | None = None
     recovered: list[Recovered] = []
+    last_recovery = ""
     try:
         recovered = recover_now(site, NAME, None if args.json else TerminalProgress())
         live = read_live_release(site)
+        last_recovery = "" if recovered else read_last_recovery(site)  # one it did now is said above
     except LedgerError as exc:  # what runs is shown all the same: it does not need the ledger
         ledger_error = exc
         live = None, f"live release: unknown ({exc.message})"
-    status = asyncio.run(collect(site, args.lines, live, tuple(r.line for r in recovered)))
+    status = asyncio.run(collect(site, args.lines, live, tuple(r.line for r in recovered), last_recovery))
     if args.json:
         print(json.dumps(status.to_dict(), indent=2))
     else:

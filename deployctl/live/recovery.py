@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.live.protocols import Adapters
 from deployctl.promote import machine as m
+from deployctl.promote.dead_man import NOTE, switch_story
 from deployctl.promote.evidence import SECOND_START_ROLE, Evidence, Plan
 from deployctl.promote.records import Release
 
 log = logging.getLogger("deployctl")
+RECOVERY = "recovery"  # the ledger note on a recovered release: why, and by whom (``crash_reason``)
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,12 @@ def failed_recovery_hint(deployment: str) -> str:
             f" (`deployctl restart -d {deployment} --profile KNOWN_GOOD`, or by hand) before the next promote")
 
 
-def crash_reason(release: Release, phase: m.Phase, verb: str) -> str:
+def crash_reason(release: Release, phase: m.Phase, verb: str, switch: Sequence[str] = ()) -> str:
+    """Why a release is recovered, and by whom; ``switch``: what the dead-man's switch did to its controller
+    (its ledger notes, in order), so the reason says why a stalled one stopped, not only that it did."""
     who = f"pid {release.pid}" if release.pid else "unknown pid"
-    return f"the controller ({who}) stopped during {phase.value}; recovered by `deployctl {verb}`"
+    acted = f"; {switch_story(switch)}" if switch else ""
+    return f"the controller ({who}) stopped during {phase.value}{acted}; recovered by `deployctl {verb}`"
 
 
 async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for: Callable[[Release], Plan],
@@ -69,9 +74,10 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
     said = []
     for release in ledger.unfinished(deployment):
         state = m.State.from_dict(release.state) if release.state else m.start()
-        reason = crash_reason(release, state.phase, verb)
+        switch = [e.detail["said"] for e in ledger.events(release.id) if e.name == NOTE and e.detail.get("said")]
+        reason = crash_reason(release, state.phase, verb, switch)
         resumed = m.resume_after_crash(state, reason)
-        ledger.record(release.id, state.phase.value, "note", "recovery", {"reason": reason})
+        ledger.record(release.id, state.phase.value, "note", RECOVERY, {"reason": reason})
         if resumed.terminal:
             said.append(_close(ledger, release, state, resumed, reason))
             continue
