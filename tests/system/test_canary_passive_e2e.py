@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -17,7 +18,7 @@ import yaml
 
 from deployctl.errors import ExitCode
 from deployctl.live.sandbox import Sandbox
-from support.promote_world import Cli, one_deployment, slowed
+from support.promote_world import Cli, one_deployment, slowed, wait_for
 from support.users import UserLoad, requests_by_source
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -123,3 +124,35 @@ def test_after_a_rebaseline_of_a_real_8_pct_slowdown_later_watches_of_the_unchan
     assert [w.returncode for w in later] == [ExitCode.OK] * 3, [w.stdout + w.stderr for w in later]
     assert later_watch["mode"] == "passive" and later_watch["health"] == "ok", later_watch
     assert later_watch["change_points"] == [], later_watch
+
+
+def _passive_references(cli: Cli) -> list[int]:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        return [row[0] for row in con.execute("SELECT id FROM benchmarks WHERE role='passive-reference'")]
+    finally:
+        con.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_window_its_users_left_half_way_is_not_pinned_and_a_steady_one_is(world, tmp_path):
+    cli = Cli(world[0].box, world[0].inventory, tmp_path / "state")  # a ledger of its own: no reference yet
+    dep = world[1]
+    restarted = cli("restart", NAME, "--profile", "baseline")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    with UserLoad(dep["port"], workers=3, max_tokens=64, max_requests=20_000, max_s=240):
+        time.sleep(2)  # all three are being served
+        left = cli.start("-v", "canary", NAME, "--textfile-dir", str(tmp_path / "textfile"))
+        # -v logs the server facts read right before the 10 s window opens (its scrapes are not logged). The
+        # users leave in its middle, so some parts of it ran 3 requests and some none.
+        wait_for("the watch's window opens", lambda: "/sim/telemetry" in left.log_path.read_text(), 60)
+        time.sleep(5)
+    said = cli.output(left, timeout=120)
+    assert left.returncode == ExitCode.OK, said
+    assert "its occupancy was not steady" in said and "a reference needs every one within" in said, said
+    assert _passive_references(cli) == []
+    with UserLoad(dep["port"], workers=3, max_tokens=64, max_requests=20_000, max_s=120):
+        steady = _canary(cli)
+    assert steady.returncode == ExitCode.OK and "this window is its reference" in steady.stdout + steady.stderr, \
+        steady.stdout + steady.stderr
+    assert len(_passive_references(cli)) == 1
