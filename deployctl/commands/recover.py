@@ -8,11 +8,10 @@ import os
 import signal
 import time
 
-from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.ledger import Ledger, LedgerError
 from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
 from deployctl.commands.output import emit, emit_json
 from deployctl.commands.promote import abort_request_path
-from deployctl.adapters.ledger import LedgerError
 from deployctl.errors import Busy
 from deployctl.live.dead_man import read_lease, record_action, stop_switch
 from deployctl.live.site import Site
