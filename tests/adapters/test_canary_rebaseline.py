@@ -19,10 +19,10 @@ from support.sweeps import sweep
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.commands.demo import demo_inventory
+from deployctl.flows.canary_watch import PASSIVE_REFERENCE, rebaseline, watch
 from deployctl.inventory.model import load_inventory
 from deployctl.judge.watch import Health
-from deployctl.live.canary import PASSIVE_REFERENCE, rebaseline, watch
-from deployctl.live.site import Site, make_site
+from deployctl.operations.site import Site, make_site
 
 
 class Users:

@@ -6,15 +6,15 @@ import pytest
 from support.promote import bench, memory_ledger, plan
 from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.live.dead_man import record_action
-from deployctl.live.recovery import RECOVERY, recover, recovery_plan
-from deployctl.promote import machine as m
-from deployctl.promote.dead_man import FOUND_GONE, NOTE, Verdict, stop_said
-from deployctl.promote.report import recovery_line
-from deployctl.promote.evidence import SECOND_START_ROLE, StartOutcome
+from deployctl.decisions import machine as m
+from deployctl.decisions.dead_man import FOUND_GONE, NOTE, LeaseAction, stop_said
+from deployctl.decisions.evidence import SECOND_START_ROLE, StartOutcome
+from deployctl.decisions.report import recovery_line
+from deployctl.flows.recover import RECOVERY, recover, recovery_plan
+from deployctl.operations.dead_man import record_action
 
 
 @pytest.fixture
@@ -55,8 +55,8 @@ async def test_death_during_bench_is_rolled_back_and_said(ledger):
 async def test_a_controller_the_dead_mans_switch_stopped_is_recovered_with_what_it_did_and_why(ledger):
     prev, rid = _dead_promote(ledger, m.Phase.BENCH)
     release = ledger.get(rid)
-    for verdict, idle, sent in ((Verdict.TERMINATE, 46.0, "SIGTERM"), (Verdict.TERMINATE, 60.0, "SIGTERM"),
-                                (Verdict.KILL, 91.0, "SIGKILL")):
+    for verdict, idle, sent in ((LeaseAction.TERMINATE, 46.0, "SIGTERM"), (LeaseAction.TERMINATE, 60.0, "SIGTERM"),
+                                (LeaseAction.KILL, 91.0, "SIGKILL")):
         record_action(ledger, release, stop_said(verdict, idle, 45.0), sent)  # a repeated SIGTERM is noted once
     record_action(ledger, release, FOUND_GONE, None)
     said = await recover(ledger, "qwen", adapters(bench_=FakeBench([bench({1: 119.0})])), _plan_for(ledger), "recover")
@@ -131,7 +131,7 @@ async def test_death_while_deciding_over_starts_measures_and_decides_it_again(le
     if phase is m.Phase.VERIFY:
         ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
     said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
-    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    judge = FakeJudge(starts=StartsVerdict(JudgeOutcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
     b = FakeBench([bench({1: 121.0})])
     done = await recover(ledger, "qwen", adapters(bench_=b, judge=judge), _plan_for(ledger), "status")
     assert b.calls == [([1], {1: 2})]  # the plan, again, on the restored baseline's new start
@@ -155,7 +155,7 @@ async def test_death_after_the_candidate_s_second_of_three_starts_resumes_with_b
     ledger.save_bench(rid, "candidate", bench({1: 112.0}), unit_hash=plan().candidate_hash, bench_key="k")
     ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
     said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
-    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    judge = FakeJudge(starts=StartsVerdict(JudgeOutcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
     b = FakeBench([bench({1: 121.0}), bench({1: 122.0})])
     a = adapters(bench_=b, judge=judge)
     done = await recover(ledger, "qwen", a, _plan_for(ledger), "status")
