@@ -17,7 +17,8 @@ that was under way, otherwise restore the known-good unit and verify it. The led
 `deployctl recover` did it. A live controller holds the lock: recover exits 4, unless --release names
 the release that controller runs (the dead-man's timer does): then it checks the controller's lease, and
 one with no progress for the policy's dead_man_s gets SIGTERM (it rolls back itself), SIGKILL after twice
-that.
+that. What the switch did, and why, is a "dead-man" step of the release in the ledger, and the reason of
+the recovery that follows says it (`deployctl show`, `deployctl status`).
 
 A promote arms a repeating transient timer (deployctl-deadman-DEPLOYMENT.timer) that runs this verb with
 --release every dead_man_check_s seconds until the promote keeps or rolls back: a dead controller's

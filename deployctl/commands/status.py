@@ -17,7 +17,7 @@ from deployctl.console.output import TerminalProgress
 from deployctl.console.release_verbs import add_site_arguments, existing_state_dir, read_live_release
 from deployctl.decisions.records import Release
 from deployctl.errors import ExitCode
-from deployctl.flows.recover import Recovered, failed_recovery_hint, recover_now
+from deployctl.flows.recover import Recovered, failed_recovery_hint, read_last_recovery, recover_now
 from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import read_stamp
 from deployctl.units.state import UnitState
@@ -27,8 +27,9 @@ NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"
 DESCRIPTION = """\
 The unit's state over D-Bus, the installed unit file's X-Deployctl-* stamp (profile, hash, whether it
-was edited by hand since deployctl wrote it), the live release in the ledger, a trial left by an
-unfinished promote, and the last lines of the current invocation's log.
+was edited by hand since deployctl wrote it), the live release in the ledger, how a recovery ended the
+newest release (the dead-man's switch's included: what it did to the controller, and why), a trial left
+by an unfinished promote, and the last lines of the current invocation's log.
 
 First, when a promote's controller died (killed, host crash) and left its work unfinished, status
 finishes it as recovery does: rolls back to the known-good unit (or finishes a keep) and says so. That
@@ -59,6 +60,7 @@ class Status:
     live_release: str = ""  # report.live_release_line
     live_release_id: int | None = None
     recovered: tuple[str, ...] = ()  # what recovery did first, one line each
+    last_recovery: str = ""  # how a recovery by another command (the dead-man's switch) ended the newest release
     host: str = ""  # the inventory's host of the deployment: fleet tools check it is the machine they reached
 
     @property
@@ -92,6 +94,7 @@ class Status:
             "live_release": self.live_release_id,
             "live_release_line": self.live_release,
             "recovered": list(self.recovered),
+            "last_recovery": self.last_recovery or None,
             "last_lines": list(self.log),
         }
 
@@ -131,6 +134,8 @@ def status_lines(status: Status) -> list[str]:
             out.append("  profile:   (not written by deployctl)")
     if status.live_release:
         out.append(f"  {status.live_release}")
+    if status.last_recovery:
+        out.append(f"  recovered: {status.last_recovery}")
     if status.trial is not None:
         out.append(f"  trial:     {d['trial']} ({d['trial_profile'] or '?'}) — a promote is unfinished")
     if d["need_daemon_reload"]:
@@ -141,7 +146,8 @@ def status_lines(status: Status) -> list[str]:
     return out
 
 
-async def collect(site: Site, lines: int, live: tuple[Release | None, str], recovered: tuple[str, ...] = ()) -> Status:
+async def collect(site: Site, lines: int, live: tuple[Release | None, str], recovered: tuple[str, ...] = (),
+                  last_recovery: str = "") -> Status:
     files = site.unit_files()
     systemd = await site.endpoint.connect()
     try:
@@ -156,7 +162,7 @@ async def collect(site: Site, lines: int, live: tuple[Release | None, str], reco
     return Status(deployment=site.name, state=state, unit_file=files.known_good(site.unit),
                   trial=files.trial(site.unit), log=log, now=time.time(), live_release=line,
                   live_release_id=release.id if release else None, recovered=recovered,
-                  host=site.deployment.host)
+                  last_recovery=last_recovery, host=site.deployment.host)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,13 +170,15 @@ def run(args: argparse.Namespace) -> int:
     # Steps of a recovery go to stderr as they happen (a rollback takes a while); its summary is in the status.
     ledger_error: LedgerError | None = None
     recovered: list[Recovered] = []
+    last_recovery = ""
     try:
         recovered = recover_now(site, NAME, None if args.json else TerminalProgress())
         live = read_live_release(site)
+        last_recovery = "" if recovered else read_last_recovery(site)  # one it did now is said above
     except LedgerError as exc:  # what runs is shown all the same: it does not need the ledger
         ledger_error = exc
         live = None, f"live release: unknown ({exc.message})"
-    status = asyncio.run(collect(site, args.lines, live, tuple(r.line for r in recovered)))
+    status = asyncio.run(collect(site, args.lines, live, tuple(r.line for r in recovered), last_recovery))
     if args.json:
         print(json.dumps(status.to_dict(), indent=2))
     else:

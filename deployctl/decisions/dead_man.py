@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Sequence
 
 from deployctl.inventory.policy import Policy
 
 MARGIN_S = 60.0
+NOTE = "dead-man"  # the switch's ledger note on the release it acted on: what it did, and why
+FOUND_GONE = "found the controller gone (the deployment's lock was free) and rolled back for it"
 
 
 def stall_s(policy: Policy) -> float:
@@ -79,3 +82,15 @@ def describe(policy: Policy) -> str:
     return (f"dead-man's switch: if the controller dies, the rollback starts within {check_s(policy):g} s "
             f"(checked every {check_s(policy):g} s); a live one with no progress for {stall_s(policy):g} s is "
             "stopped")
+
+
+def stop_said(action: LeaseAction, idle_s: float, stall_s: float) -> str:
+    """What the switch did to a live controller without progress, in words: the ledger's and the journal's."""
+    if action is LeaseAction.KILL:
+        return f"saw no progress for {idle_s:.0f} s and SIGTERM had not stopped it: sent SIGKILL"
+    return f"saw no progress for {idle_s:.0f} s (dead_man_s {stall_s:g}): sent SIGTERM"
+
+
+def switch_story(said: Sequence[str]) -> str:
+    """The switch's actions on one release, in order, as one clause (a recovery's reason quotes it)."""
+    return "the dead-man's switch " + ", then ".join(said)

@@ -299,6 +299,12 @@ def live_release_line(release: Release | None, installed_hash: str | None = None
     return line
 
 
+def recovery_line(release: Release, reason: str) -> str:
+    """One line for ``deployctl status``: a release a recovery ended, how and why."""
+    return (f"release {release.id} ({release.profile or '(unnamed)'}) ended {release.result or 'unfinished'} "
+            f"{_when(release.finished_at)}: {reason}")
+
+
 def release_lines(release: Release, benches: Sequence[Any] = (), events: Sequence[Any] = (), *,
                   judged: Sequence[LevelRow] = (), verdict_note: str = "") -> list[str]:
     """``show``'s text; ``judged``: the table's rows with each level's verdict (stored, or recomputed as

@@ -6,7 +6,10 @@ release's watch series.
 Every watch is a benchmark row of the live release (``watch``, or ``passive-watch``) plus a ``canary``
 event with its verdict, so ``deployctl show`` and the next watch both read the same time series from the
 ledger. A release's reference is fixed once chosen (a ``reference`` / ``passive-reference`` row): a
-later promote attempt's baseline of the same unit never moves it.
+later promote attempt's baseline of the same unit never moves it. ``canary rebaseline`` starts the way it
+measured (passive or synthetic) afresh: that way's change-point series starts at the rebaseline, and
+passive references pinned before it are no longer used (each occupancy's next steady window pins its own),
+so an accepted speed is not found again as a step by every later watch.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.decisions.canary import Judged, ServerStart, WatchStart, version_identity
 from deployctl.decisions.evidence import bench_key, version_key
-from deployctl.decisions.records import Release
+from deployctl.decisions.records import Release, StoredBench
 from deployctl.errors import EnvironmentUnfit
 from deployctl.judge import passive
 from deployctl.judge.stalls import MAX_STALL_EXTRA
@@ -136,21 +139,21 @@ def _passive(ledger: Ledger, site: Site, live: Release, version: str | None, ide
     source = f"Prometheus at {policy.canary.prometheus.url}" if policy.canary.prometheus else "the server's /metrics"
     mode_reason = f"passive: {source} over {policy.canary.passive_window_s:g} s of its users' load " \
                   f"(about {passive.occupancy(scrapes):.1f} running requests), no request of ours"
-    pinned = [b for b in ledger.benches(live.id) if b.role == PASSIVE_REFERENCE
+    benches = _since_rebaseline(ledger, live, PASSIVE_REFERENCE)
+    pinned = [b for b in benches if b.role == PASSIVE_REFERENCE
               and any(lv["concurrency"] == level for lv in b.result.get("levels", []))]
     key = dict(unit_hash=live.unit_hash, bench_key=bench_key(policy), host=site.host, sglang_version=version)
-    comparable = sum(1 for lv in result.levels for t in lv.trials if t.valid)
+    unfit = _unfit_reference(result, scrapes, policy.judge.min_trials, policy.judge.max_trials)
     if pinned:
         reference, reference_from = BenchResult.from_dict(pinned[-1].result), \
             f"its passive reference at {level} running requests (release {live.id})"
-    elif comparable >= policy.judge.min_trials:
+    elif unfit is None:
         ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
         reference, reference_from = None, f"none yet at {level} running requests: this window is its reference"
     else:
-        reference, reference_from = None, f"none yet at {level} running requests, and too little of this window " \
-                                          "was comparable (users queued, or nothing generated) to be one"
+        reference, reference_from = None, f"none yet at {level} running requests, and this window is not one: {unfit}"
     series: dict[int, list[float]] = {}
-    watches = [BenchResult.from_dict(b.result) for b in ledger.benches(live.id) if b.role == PASSIVE_WATCH]
+    watches = [BenchResult.from_dict(b.result) for b in benches if b.role == PASSIVE_WATCH]
     for stored in [*watches, result]:
         for c, v in level_means(stored, policy.judge.metric).items():
             if c == level:
@@ -210,16 +213,20 @@ async def rebaseline(ledger: Ledger, site: Site, adapters: Adapters, live: Relea
     scrapes, _ = await _window(site)
     if scrapes and not passive.idle(scrapes):
         result = passive.window_result(scrapes, policy.judge.max_trials, time.time())
-        if not result.levels or sum(t.valid for t in result.levels[0].trials) < policy.judge.min_trials:
-            raise EnvironmentUnfit(f"{site.name}: too little of the window was comparable (users queued, or "
-                                   "nothing generated): no reference pinned", hint="run it again later")
-        ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        unfit = _unfit_reference(result, scrapes, policy.judge.min_trials, policy.judge.max_trials)
+        if unfit is not None:
+            raise EnvironmentUnfit(f"{site.name}: this window is not a reference: {unfit}; no reference pinned",
+                                   hint="run it again while its users' load holds steady")
+        row = ledger.save_bench(live.id, PASSIVE_REFERENCE, result, **key)
+        ledger.record(live.id, "canary", "note", REFERENCE, {"bench_id": row, "mode": PASSIVE_REFERENCE})
         return (f"{site.name}: pinned a passive reference of release {live.id} at {result.levels[0].concurrency} "
-                f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours)")
+                f"running requests (its /metrics over {policy.canary.passive_window_s:g} s, no request of ours); "
+                "later passive watches are judged from here on")
     start = await adapters.startup.live_start(site.unit)
     result = await adapters.bench.sweep(site.url, policy.canary.levels, policy.judge.max_trials)
     row = ledger.save_bench(live.id, REFERENCE, result, **key)
-    ledger.record(live.id, "canary", "note", REFERENCE, {"bench_id": row, "start": vars(start) if start else None})
+    ledger.record(live.id, "canary", "note", REFERENCE, {"bench_id": row, "mode": REFERENCE,
+                                                         "start": vars(start) if start else None})
     levels = ", ".join(f"C={lv.concurrency}" for lv in result.levels)
     return f"{site.name}: pinned a synthetic reference of release {live.id} ({levels}; the server was idle)"
 
@@ -268,7 +275,30 @@ def _noted_start(ledger: Ledger, live: Release, row: int | None) -> ServerStart 
 
 
 def _watches(ledger: Ledger, live: Release) -> list[BenchResult]:
-    return [BenchResult.from_dict(b.result) for b in ledger.benches(live.id) if b.role == WATCH]
+    """The synthetic watches of ``live`` since its last synthetic rebaseline: its change-point series."""
+    return [BenchResult.from_dict(b.result) for b in _since_rebaseline(ledger, live, REFERENCE) if b.role == WATCH]
+
+
+def _since_rebaseline(ledger: Ledger, live: Release, mode: str) -> list[StoredBench]:
+    """The measurements of ``live`` from its newest ``canary rebaseline`` of ``mode`` (``REFERENCE``: a sweep,
+    ``PASSIVE_REFERENCE``: a passive window) on, that rebaseline's own row first; all of them when there was
+    none. What the operator accepted is not judged again: neither as a step in the series nor as a reference."""
+    # A rebaseline's note without a mode is older than passive rebaselines' notes: it was a sweep.
+    rows = [e.detail["bench_id"] for e in ledger.events(live.id)
+            if e.name == REFERENCE and e.detail.get("mode", REFERENCE) == mode and e.detail.get("bench_id")]
+    since = max(rows, default=0)
+    return [b for b in ledger.benches(live.id) if (b.id or 0) >= since]
+
+
+def _unfit_reference(result: BenchResult, scrapes: Sequence[passive.Scrape], min_trials: int,
+                     trials: int) -> str | None:
+    """Why a passive window may not be pinned as the reference at its level, in words; None when it may:
+    at least ``min_trials`` comparable sub-windows, and a steady occupancy (``passive.unsteady``)."""
+    comparable = sum(1 for lv in result.levels for t in lv.trials if t.valid)
+    if comparable < min_trials:
+        return (f"only {comparable} of its {trials} sub-windows were comparable (users queued at most of their "
+                f"scrapes, or nothing generated), {min_trials} needed")
+    return passive.unsteady(scrapes, trials)
 
 
 def _detail(verdict: WatchVerdict, reference_from: str) -> dict[str, Any]:

@@ -17,23 +17,25 @@ import os
 import signal
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
-from deployctl.adapters.ledger import LEDGER_FILE, Ledger
+from deployctl.adapters.ledger import LEDGER_FILE, Ledger, LedgerError
 from deployctl.bench.result import BenchResult
 from deployctl.console.release_verbs import locked, say
 from deployctl.decisions import machine as m
-from deployctl.decisions.dead_man import LeaseAction, judge_alive
+from deployctl.decisions.dead_man import FOUND_GONE, NOTE, LeaseAction, judge_alive, stop_said, switch_story
 from deployctl.decisions.evidence import SECOND_START_ROLE, Evidence, Plan
 from deployctl.decisions.records import Release
+from deployctl.decisions.report import recovery_line
 from deployctl.errors import Busy, RollbackFailed
 from deployctl.flows.abort import abort_request_path
 from deployctl.live.protocols import Adapters, Progress
-from deployctl.operations.dead_man import read_lease, stop_switch
+from deployctl.operations.dead_man import read_lease, record_action, stop_switch
 from deployctl.operations.site import Site
 
 
 log = logging.getLogger("deployctl")
+RECOVERY = "recovery"  # the ledger note on a recovered release: why, and by whom (``crash_reason``)
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,12 @@ def failed_recovery_hint(deployment: str) -> str:
             f" (`deployctl restart -d {deployment} --profile KNOWN_GOOD`, or by hand) before the next promote")
 
 
-def crash_reason(release: Release, phase: m.Phase, verb: str) -> str:
+def crash_reason(release: Release, phase: m.Phase, verb: str, switch: Sequence[str] = ()) -> str:
+    """Why a release is recovered, and by whom; ``switch``: what the dead-man's switch did to its controller
+    (its ledger notes, in order), so the reason says why a stalled one stopped, not only that it did."""
     who = f"pid {release.pid}" if release.pid else "unknown pid"
-    return f"the controller ({who}) stopped during {phase.value}; recovered by `deployctl {verb}`"
+    acted = f"; {switch_story(switch)}" if switch else ""
+    return f"the controller ({who}) stopped during {phase.value}{acted}; recovered by `deployctl {verb}`"
 
 
 async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for: Callable[[Release], Plan],
@@ -80,9 +85,10 @@ async def recover(ledger: Ledger, deployment: str, adapters: Adapters, plan_for:
     said = []
     for release in ledger.unfinished(deployment):
         state = m.State.from_dict(release.state) if release.state else m.start()
-        reason = crash_reason(release, state.phase, verb)
+        switch = [e.detail["said"] for e in ledger.events(release.id) if e.name == NOTE and e.detail.get("said")]
+        reason = crash_reason(release, state.phase, verb, switch)
         resumed = m.resume_after_crash(state, reason)
-        ledger.record(release.id, state.phase.value, "note", "recovery", {"reason": reason})
+        ledger.record(release.id, state.phase.value, "note", RECOVERY, {"reason": reason})
         if resumed.terminal:
             said.append(_close(ledger, release, state, resumed, reason))
             continue
@@ -193,6 +199,18 @@ def recover_now(site: Site, verb: str, progress: Progress | None = None) -> list
 
 
 
+def read_last_recovery(site: Site) -> str:
+    """How a recovery ended the deployment's newest release, for ``status`` (empty when none did): a recovery
+    by another command — the dead-man's switch runs ``recover`` — is otherwise seen only in ``show``."""
+    if not (site.state_dir / LEDGER_FILE).exists() or not os.access(site.state_dir, os.W_OK):
+        return ""
+    with Ledger.open(site.state_dir) as ledger:
+        newest = ledger.history(site.name, 1)
+        events = ledger.events(newest[0].id) if newest else []
+    reasons = [e.detail.get("reason", "") for e in events if e.name == RECOVERY]
+    return recovery_line(newest[0], reasons[-1]) if reasons else ""
+
+
 def recover_held(site: Site, verb: str, progress: Progress | None = None) -> list[Recovered]:
     """``recover_now`` for a verb that already holds the deployment's lock (``restart``)."""
     if not (site.state_dir / LEDGER_FILE).exists():
@@ -225,7 +243,8 @@ def recover_or_check(site: Site, release_id: int | None) -> list[str]:
         return [f"release {release_id} of {site.name} has finished; the dead-man's switch is stopped"]
     try:
         with locked(site, "recover"):
-            said = asyncio.run(_recover(site)) or [f"{site.name}: no unfinished promote; nothing to recover"]
+            said = asyncio.run(_recover(site, release_id)) or \
+                [f"{site.name}: no unfinished promote; nothing to recover"]
             if release_id is not None:  # the switch's check: nothing unfinished is left to guard
                 asyncio.run(stop_switch(site.endpoint, site.name))
             return said
@@ -242,10 +261,16 @@ def _finished(site: Site, release_id: int) -> bool:
 
 
 
-async def _recover(site: Site) -> list[str]:
+async def _recover(site: Site, guarded: int | None) -> list[str]:
+    """Recover what is unfinished; ``guarded``: the release the dead-man's switch checks, whose controller is
+    gone since the lock was free (its ledger says the switch found it so)."""
     with Ledger.open(site.state_dir) as ledger:
-        if not ledger.unfinished(site.name):
+        unfinished = ledger.unfinished(site.name)
+        if not unfinished:
             return []
+        for release in unfinished:
+            if release.id == guarded:
+                record_action(ledger, release, FOUND_GONE, None)
         # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which `deployctl
         # --help` would pay for at start-up, and this verb only when there is something to recover (benchmarks/cli_startup.py).
         from deployctl.live.bindings import live_adapters
@@ -275,10 +300,21 @@ def _check_live_controller(site: Site, release_id: int) -> str:
     idle = time.monotonic() - lease.renewed
     if verdict is LeaseAction.KILL:
         os.kill(holder.pid, signal.SIGKILL)
+        _record(site, release, stop_said(verdict, idle, lease.stall_s), "SIGKILL")
         return (f"{holder.describe()} made no progress for {idle:.0f} s and did not stop on SIGTERM: sent SIGKILL;"
                 " the next check rolls back")
     abort_request_path(lock).write_text(f"the dead-man's switch expired: no progress for {idle:.0f} s"
                                         f" (dead_man_s {lease.stall_s:g})")
     os.kill(holder.pid, signal.SIGTERM)
+    _record(site, release, stop_said(verdict, idle, lease.stall_s), "SIGTERM")
     say([f"{holder.describe()} made no progress for {idle:.0f} s: sent SIGTERM, it rolls back now"])
     return f"stopped {holder.describe()}"
+
+
+def _record(site: Site, release: Release, said: str, sent: str) -> None:
+    """The signal is sent first: a ledger that cannot be written must not keep a stuck controller alive."""
+    try:
+        with Ledger.open(site.state_dir) as ledger:
+            record_action(ledger, release, said, sent)
+    except LedgerError as exc:
+        say([f"could not record in the ledger that the dead-man's switch sent {sent}: {exc.message}"])

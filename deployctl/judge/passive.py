@@ -15,7 +15,14 @@ knows how to read:
   over the running gauge's mean (a few samples of a gauge that dips between requests: noisier — on the
   simulator sub-windows then varied by up to 10 %). TTFT / ITL / E2E percentiles come from the
   histogram buckets' increase over the sub-window (as PromQL's ``histogram_quantile`` interpolates);
-- a sub-window in which users queued, or in which nothing was generated, is not judged (``invalid_reason``);
+- a sub-window in which users queued at more than half its scrapes (``QUEUED_SHARE``: the server was
+  saturated), or in which nothing was generated, is not judged (``invalid_reason``); a request seen waiting
+  at one scrape is the scheduler admitting it at its next step, not saturation, and does not count against
+  the sub-window;
+- a window is *steady* when every sub-window's mean number of running requests is within ``STEADY_BAND``
+  (±0.5 requests, or ±10 % of the level above 5) of the level it is filed under (``unsteady`` says why not):
+  only a steady window may become a release's reference at that level (users leaving mid-window make a
+  half-empty window whose rounded occupancy is not what it measured);
 - requests the server aborted (``sglang:num_aborted_requests_total``, newer SGLang) are its errors:
   ``error_check`` makes a window degraded where more of them failed than the policy allows.
 
@@ -48,6 +55,8 @@ E2E = ("sglang:e2e_request_latency_seconds",)
 FINISHED = ("sglang:num_requests_total",)
 ABORTED = ("sglang:num_aborted_requests_total",)
 PASSIVE_URL = "passive:/metrics"  # the BenchResult's url: where a passive measurement came from
+QUEUED_SHARE = 0.5  # a sub-window with users queued at more of its scrapes than this share was saturated
+STEADY_BAND = (0.5, 0.10)  # a steady sub-window's occupancy is within max(0.5, 10 % of the level) of the level
 
 
 @dataclass(frozen=True)
@@ -162,15 +171,36 @@ def occupancy(scrapes: Sequence[Scrape]) -> float:
     return fmean(s.first(RUNNING) or 0.0 for s in scrapes) if scrapes else 0.0
 
 
+def _parts(scrapes: Sequence[Scrape], trials: int) -> list[Sequence[Scrape]]:
+    """``scrapes`` (in time order) cut into ``trials`` sub-windows of equal scrape count, each sharing its
+    first scrape with the one before; none when there are fewer than two scrapes a sub-window."""
+    per = (len(scrapes) - 1) // max(trials, 1)
+    return [scrapes[i * per:(i + 1) * per + 1] for i in range(trials if per >= 1 else 0)]
+
+
+def window_level(scrapes: Sequence[Scrape]) -> int:
+    """The level a window is filed under: its mean number of running requests, rounded (at least 1)."""
+    return max(1, round(occupancy(scrapes)))
+
+
+def unsteady(scrapes: Sequence[Scrape], trials: int) -> str | None:
+    """Why the window's occupancy was not steady enough for it to be a reference at its level, in words;
+    None when it was: every sub-window's mean running requests within ``STEADY_BAND`` of the level."""
+    level = window_level(scrapes)
+    band = max(STEADY_BAND[0], STEADY_BAND[1] * level)
+    means = [occupancy(part) for part in _parts(scrapes, trials)]
+    if all(abs(m - level) <= band for m in means):
+        return None
+    return (f"its occupancy was not steady (sub-windows at {', '.join(f'{m:.1f}' for m in means)} running "
+            f"requests; a reference needs every one within ±{band:g} of {level})")
+
+
 def window_result(scrapes: Sequence[Scrape], trials: int, started_at: float, model: str = "") -> BenchResult:
     """``scrapes`` (in time order) cut into ``trials`` sub-windows of equal scrape count → one level at the
     window's occupancy, one trial per sub-window. Fewer than two scrapes a sub-window: no level."""
-    per = (len(scrapes) - 1) // max(trials, 1)
-    level = max(1, round(occupancy(scrapes)))
-    out = []
-    for i in range(trials if per >= 1 else 0):
-        part = scrapes[i * per:(i + 1) * per + 1]
-        out.append(_trial(part, level, i + 1, started_at + part[0].at - scrapes[0].at))
+    level = window_level(scrapes)
+    out = [_trial(part, level, i + 1, started_at + part[0].at - scrapes[0].at)
+           for i, part in enumerate(_parts(scrapes, trials))]
     levels = (LevelResult(level, tuple(out)),) if out else ()
     return BenchResult(url=PASSIVE_URL, model=model, input_tokens=0, output_tokens=0, started_at=started_at,
                        levels=levels)
@@ -203,7 +233,8 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
     generated = (last.first(GENERATION) or 0.0) - (first.first(GENERATION) or 0.0)
     prompt = (last.first(PROMPT) or 0.0) - (first.first(PROMPT) or 0.0)
     running = occupancy(part)
-    queued = max(s.first(QUEUED) or 0.0 for s in part)
+    waiting = [s.first(QUEUED) or 0.0 for s in part]
+    queued_at = sum(1 for w in waiting if w > 0)
     itl = _delta(last, first, ITL)
     if itl is not None and itl.count > 0 and itl.total > 0:
         per_request = itl.count / itl.total  # 1 / the mean inter-token gap: no sampling of the running gauge
@@ -216,8 +247,9 @@ def _trial(part: Sequence[Scrape], level: int, index: int, started_at: float) ->
     invalid = None
     if generated <= 0 or running <= 0:
         invalid = "nothing was generated in this part of the window (no users)"
-    elif queued > 0:
-        invalid = f"users queued ({queued:g} waiting): the server was saturated, its speed then is not comparable"
+    elif queued_at > QUEUED_SHARE * len(part):
+        invalid = (f"users queued at {queued_at} of {len(part)} scrapes (up to {max(waiting):g} waiting): the server "
+                   "was saturated, its speed then is not comparable")
     return TrialResult(
         concurrency=level, trial=index, started_at=started_at, wall_s=wall,
         requests_ok=ok, requests_failed=aborted, output_tokens=int(generated), input_tokens=int(prompt),

@@ -28,11 +28,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.transient import TransientService, dead_man_units, timer_properties
 from deployctl.errors import DeployctlError
 from deployctl.operations.operation import WORKER_ENV, unit_environment
 from deployctl.operations.restart import Endpoint
-from deployctl.decisions.dead_man import Lease
+from deployctl.decisions.dead_man import NOTE, Lease
+from deployctl.decisions.records import Release
 
 log = logging.getLogger("deployctl")
 
@@ -122,3 +124,12 @@ async def stop_switch(endpoint: Endpoint, deployment: str) -> None:
             await systemd.stop_if_loaded(timer)
     except DeployctlError as exc:
         log.warning("could not disarm %s (%s); when it fires it finds the promote finished", timer, exc)
+
+
+def record_action(ledger: Ledger, release: Release, said: str, signal: str | None) -> None:
+    """The switch's action on ``release`` in its ledger (``show``'s steps, and the reason of the recovery that
+    follows), once per kind: a check repeats SIGTERM until the stall bound has doubled."""
+    if any(e.name == NOTE and e.detail.get("signal") == signal for e in ledger.events(release.id)):
+        return
+    ledger.record(release.id, release.phase or "unknown", "note", NOTE,
+                  {"reason": f"the dead-man's switch {said}", "said": said, "signal": signal})

@@ -17,10 +17,13 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
 from deployctl.judge.noise import WATCH_AFTER_RESTART
-from deployctl.flows.canary_watch import REFERENCE, WATCH, _noted_start, _reference, rebaseline, watch
-from deployctl.operations.site import make_site
 from deployctl.decisions.canary import ServerStart, WatchStart
 from deployctl.decisions.evidence import bench_key
+from deployctl.decisions.records import Release
+from deployctl.flows.canary_watch import REFERENCE, WATCH, _noted_start, _reference, rebaseline, watch
+from deployctl.judge.watch import Health
+from deployctl.live.protocols import Adapters
+from deployctl.operations.site import Site, make_site
 
 
 def test_the_stored_baseline_is_pinned_at_first_use_and_a_later_one_does_not_move_it(tmp_path):
@@ -91,18 +94,28 @@ class Starts:
         return self.start
 
 
-async def test_a_rebaseline_notes_its_start_and_only_a_watch_on_a_later_start_is_a_pair(tmp_path, no_metrics):
+def _swept(tmp_path, port: int) -> tuple[Site, Adapters]:
+    """The demo's glm5-sim at ``port`` (no /metrics: every watch is a sweep of ours), its sweeps at ≈1000 tok/s."""
     demo_inventory(tmp_path / "inv.yaml")
     data = yaml.safe_load((tmp_path / "inv.yaml").read_text())
-    data["deployments"]["glm5-sim"]["port"] = no_metrics
+    data["deployments"]["glm5-sim"]["port"] = port
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(data))
     site = make_site(load_inventory(tmp_path / "inv.yaml"), "glm5-sim", tmp_path / "state",
                      {"DEPLOYCTL_UNIT_DIR": str(tmp_path / "etc")})
     a = adapters(bench_=FakeBench([sweep({8: [1000.0, 1010.0, 995.0, 1005.0, 1002.0]})] * 20))
     a.startup = Starts(ServerStart("first", time.time() - 60))
+    return site, a
+
+
+def _adopted(ledger: Ledger, site: Site) -> Release:
+    return ledger.get(ledger.begin_release(deployment=site.name, kind="adopted", unit_name=site.unit,
+                                           unit_text="x", unit_hash="h1", who="test", finished=True, live=True))
+
+
+async def test_a_rebaseline_notes_its_start_and_only_a_watch_on_a_later_start_is_a_pair(tmp_path, no_metrics):
+    site, a = _swept(tmp_path, no_metrics)
     with Ledger.open(site.state_dir) as ledger:
-        live = ledger.get(ledger.begin_release(deployment=site.name, kind="adopted", unit_name=site.unit,
-                                               unit_text="x", unit_hash="h1", who="test", finished=True, live=True))
+        live = _adopted(ledger, site)
         assert "pinned a synthetic reference" in await rebaseline(ledger, site, a, live)
         same = await watch(ledger, site, a, live)
         assert same.start.reference_start == ServerStart("first", a.startup.start.active_since)
@@ -114,3 +127,18 @@ async def test_a_rebaseline_notes_its_start_and_only_a_watch_on_a_later_start_is
                                      exclude_releases=())
     assert [(p.before.role, p.after.id, p.source) for p in pairs] == [(REFERENCE, later.start.bench_id,
                                                                         WATCH_AFTER_RESTART)]
+
+
+async def test_after_a_synthetic_rebaseline_the_series_starts_there_and_later_watches_pass(tmp_path, no_metrics):
+    site, a = _swept(tmp_path, no_metrics)
+    with Ledger.open(site.state_dir) as ledger:
+        live = _adopted(ledger, site)
+        before = [(await watch(ledger, site, a, live)).health for _ in range(3)]
+        a.bench.results = [sweep({8: [920.0, 929.0, 915.0, 925.0, 922.0]})] * 20  # a real 8 % slowdown
+        slowed = await watch(ledger, site, a, live)
+        assert "pinned a synthetic reference" in await rebaseline(ledger, site, a, live)
+        after = [await watch(ledger, site, a, live) for _ in range(2)]
+    assert before == [Health.OK] * 3 and slowed.health is Health.DEGRADED, slowed.reasons
+    # Before the fix the series was 1000 ×3, 920 ×3: "a persistent step of −8 % from watch 4 of 6".
+    assert [w.health for w in after] == [Health.OK] * 2, [w.reasons for w in after]
+    assert all(w.reference_from == f"its pinned reference (release {live.id})" for w in after)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -18,7 +19,7 @@ import yaml
 
 from deployctl.errors import ExitCode
 from deployctl.sandbox import Sandbox
-from support.promote_world import Cli, one_deployment, slowed
+from support.promote_world import Cli, one_deployment, slowed, wait_for
 from support.users import UserLoad, requests_by_source
 
 pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]
@@ -97,3 +98,61 @@ def test_a_slowdown_under_users_is_found_from_metrics_alone_without_a_request_of
     assert again.returncode == ExitCode.OK, again.stdout + again.stderr
     assert served["deployctl"] == 0 and served["other"] > 0, served
     print(f"\n{done.stderr}\nusers: {users.ok} ok, {users.failed} failed (a restart in between)")
+
+
+@pytest.mark.timeout(480)
+def test_after_a_rebaseline_of_a_real_8_pct_slowdown_later_watches_of_the_unchanged_server_pass(world, tmp_path):
+    # A ledger of its own (the release restarted into it), so its series holds only this test's watches.
+    cli = Cli(world[0].box, world[0].inventory, tmp_path / "state")
+    dep = world[1]
+    restarted = cli("restart", NAME, "--profile", "baseline")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    with UserLoad(dep["port"], workers=2, max_tokens=64, max_requests=20_000, max_s=420) as users:
+        quiet = [_canary(cli) for _ in range(3)]  # the first window pins the passive reference
+        with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.92"):
+            degraded = _canary(cli)
+            pinned = cli("canary", "rebaseline", NAME, timeout=120)  # the operator accepts the new speed
+            later = []
+            for _ in range(3):
+                later.append(_canary(cli))
+                later_watch = _last_watch(cli)
+        assert users.ok > 0
+    assert [q.returncode for q in quiet] == [ExitCode.OK] * 3, [q.stdout + q.stderr for q in quiet]
+    assert degraded.returncode == ExitCode.CANARY_DEGRADED, degraded.stdout + degraded.stderr
+    assert pinned.returncode == 0 and "pinned a passive reference" in pinned.stdout, pinned.stdout + pinned.stderr
+    # Before the fix: exit 20 at every one, "C=2: a persistent step of −8 % from watch 4 of 5 (change point …)".
+    assert [w.returncode for w in later] == [ExitCode.OK] * 3, [w.stdout + w.stderr for w in later]
+    assert later_watch["mode"] == "passive" and later_watch["health"] == "ok", later_watch
+    assert later_watch["change_points"] == [], later_watch
+
+
+def _passive_references(cli: Cli) -> list[int]:
+    con = sqlite3.connect(cli.state_dir / "ledger.sqlite3", timeout=5)
+    try:
+        return [row[0] for row in con.execute("SELECT id FROM benchmarks WHERE role='passive-reference'")]
+    finally:
+        con.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_window_its_users_left_half_way_is_not_pinned_and_a_steady_one_is(world, tmp_path):
+    cli = Cli(world[0].box, world[0].inventory, tmp_path / "state")  # a ledger of its own: no reference yet
+    dep = world[1]
+    restarted = cli("restart", NAME, "--profile", "baseline")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    with UserLoad(dep["port"], workers=3, max_tokens=64, max_requests=20_000, max_s=240):
+        time.sleep(2)  # all three are being served
+        left = cli.start("-v", "canary", NAME, "--textfile-dir", str(tmp_path / "textfile"))
+        # -v logs the server facts read right before the 10 s window opens (its scrapes are not logged). The
+        # users leave in its middle, so some parts of it ran 3 requests and some none.
+        wait_for("the watch's window opens", lambda: "/sim/telemetry" in left.log_path.read_text(), 60)
+        time.sleep(5)
+    said = cli.output(left, timeout=120)
+    assert left.returncode == ExitCode.OK, said
+    assert "its occupancy was not steady" in said and "a reference needs every one within" in said, said
+    assert _passive_references(cli) == []
+    with UserLoad(dep["port"], workers=3, max_tokens=64, max_requests=20_000, max_s=120):
+        steady = _canary(cli)
+    assert steady.returncode == ExitCode.OK and "this window is its reference" in steady.stdout + steady.stderr, \
+        steady.stdout + steady.stderr
+    assert len(_passive_references(cli)) == 1

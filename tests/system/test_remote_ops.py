@@ -203,6 +203,14 @@ def test_a_killed_controller_is_rolled_back_by_the_dead_mans_switch(sandbox: San
     print(f"{how}: known-good healthy {took:.1f} s after the controller's death")
     assert release["result"] != "kept" and "recovered by `deployctl recover`" in release["notes"], release
     assert uploads_of(inventory) == []
+    # Said where people look, not only in the switch's journal: status (which recovered nothing itself) and show.
+    found = "the dead-man's switch found the controller gone (the deployment's lock was free) and rolled back for it"
+    assert found in release["notes"] and found in release["reasons_json"], release
+    status = host("status", DEP)
+    assert status.returncode == 0 and f"recovered: release {release['id']} (slow) ended {release['result']}" \
+        in status.stdout and found in status.stdout, status.stdout + status.stderr
+    shown = host("show", str(release["id"]))
+    assert f"dead-man: {found}" in shown.stdout, shown.stdout
     wait_for("the switch stops once nothing is left to guard",
              lambda: host.systemctl("is-active", "deployctl-deadman-glm5-sim.timer").stdout.strip() != "active", 30)
 
@@ -226,6 +234,40 @@ def test_a_controller_alive_without_progress_is_told_to_roll_back(sandbox: Sandb
     release = last_release(host.box, host.state_dir)
     assert release["result"] == "aborted" and "dead-man's switch expired: no progress" in release["reasons_json"], release
     assert installed_profile(sandbox) == "baseline" and not (sandbox.runtime_unit_dir / UNIT).exists()
+
+
+def test_a_stopped_controller_is_killed_and_rolled_back_and_the_ledger_status_and_show_say_why(sandbox: Sandbox,
+                                                                                              tmp_path: Path):
+    # A controller benchmarking along (its requests renew the lease) is SIGSTOPped: alive, holding its lock,
+    # deaf to SIGTERM. The switch (every second, 4 s without progress) sends SIGTERM, then SIGKILL, then rolls
+    # back for it; why is in the ledger, `status` and `show`, not only in the switch unit's journal.
+    bench = {**TWO_WAVES_POLICY["bench"], "concurrency": [2], "requests_per_level": 150}
+    host = Host(sandbox, make_inventory(tmp_path / "inventory.yaml", dead_man_s=4, dead_man_check_s=1, bench=bench,
+                                        judge={"min_trials": 2, "max_trials": 2, "baseline_trials": 2}),
+                tmp_path / "state")
+    host.restart_baseline()
+    controller = host.start("promote", "neutral", "--fresh-baseline")
+    try:
+        wait_for("the promote reaches BENCH",
+                 lambda: (last_release(host.box, host.state_dir) or {}).get("phase") == "BENCH", 120)
+        host.box.run(["kill", "-STOP", str(last_release(host.box, host.state_dir)["pid"])], check=True)
+        release = wait_for("the switch closes the release",
+                           lambda: (r := last_release(host.box, host.state_dir)) and r["finished_at"] and r, 120)
+    finally:
+        controller.kill()  # nsenter: it stopped itself when its child stopped (util-linux passes a stop up)
+        controller.communicate(timeout=30)
+    assert release["result"] != "kept" and installed_profile(sandbox) == "baseline", release
+    stopped = re.search(r"the dead-man's switch saw no progress for \d+ s \(dead_man_s 4\): sent SIGTERM, then saw no "
+                        r"progress for \d+ s and SIGTERM had not stopped it: sent SIGKILL, then found the controller "
+                        r"gone \(the deployment's lock was free\) and rolled back for it; recovered by `deployctl "
+                        r"recover`", release["reasons_json"])
+    assert stopped, release
+    status = host("status", DEP)
+    assert status.returncode == 0 and f"recovered: release {release['id']} (neutral) ended {release['result']}" \
+        in status.stdout and stopped.group(0) in status.stdout, status.stdout + status.stderr
+    shown = host("show", str(release["id"]))
+    assert stopped.group(0) in shown.stdout and "dead-man: the dead-man's switch saw no progress" in shown.stdout \
+        and "sent SIGKILL" in shown.stdout, shown.stdout
 
 
 def test_a_live_controllers_benchmark_many_times_the_stall_bound_is_not_cut(sandbox: Sandbox, tmp_path: Path):

@@ -7,8 +7,16 @@ import pytest
 
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.outcome import JudgeOutcome
-from deployctl.judge.passive import Histogram, exports_what_a_watch_needs, idle, parse_scrape, window_result
+from deployctl.judge.passive import (
+    Histogram,
+    exports_what_a_watch_needs,
+    idle,
+    parse_scrape,
+    unsteady,
+    window_result,
+)
 from deployctl.judge.watch import Health, watch_verdict
+from deployctl.flows.canary_watch import _unfit_reference
 
 
 def exposition(generated: float, running: float, queued: float = 0, ttft: tuple[float, float, float] = (0, 0, 0),
@@ -150,3 +158,49 @@ def test_the_rate_per_running_request_is_one_over_the_mean_inter_token_gap_where
     (level,) = window_result([parse_scrape(text(i), at=float(i)) for i in range(6)], trials=5, started_at=0.0).levels
     assert all(t.per_request_tok_s.mean == pytest.approx(50.0) and t.output_tok_s == pytest.approx(200.0)
                for t in level.trials)
+
+
+def _users(running: list[float], queued: list[float], rate_per_request: float = 50.0, step: float = 0.5) -> list:
+    """One scrape per ``running`` entry, ``step`` s apart: the users running and queued at each, and the tokens
+    generated between scrapes at ``rate_per_request`` each over the mean of the two running counts."""
+    generated, out = 0.0, []
+    for i, (r, q) in enumerate(zip(running, queued)):
+        if i:
+            generated += rate_per_request * (r + running[i - 1]) / 2 * step
+        out.append(parse_scrape(exposition(generated, r, q), at=i * step))
+    return out
+
+
+@pytest.mark.parametrize("users", [3, 12])
+def test_one_request_queued_at_one_scrape_of_every_sub_window_is_incidental_and_the_window_is_a_reference(users):
+    # 21 scrapes, 5 sub-windows of 5 scrapes: one request waits at one scrape in each (the scheduler admits it at
+    # its next step). It used to throw every sub-window away: at 12 users no window could be a reference.
+    scrapes = _users([float(users)] * 21, [1.0 if i % 4 == 2 else 0.0 for i in range(21)])
+    (level,) = window_result(scrapes, trials=5, started_at=0.0).levels
+    assert level.concurrency == users and all(t.valid for t in level.trials), [t.invalid_reason for t in level.trials]
+    assert unsteady(scrapes, 5) is None
+    assert _unfit_reference(window_result(scrapes, 5, 0.0), scrapes, min_trials=2, trials=5) is None
+
+
+def test_users_queued_at_most_scrapes_of_a_sub_window_is_saturation_and_only_that_one_is_not_judged():
+    queued = [3.0 if 4 <= i <= 6 else 0.0 for i in range(21)]  # 3 of the second sub-window's 5 scrapes
+    (level,) = window_result(_users([12.0] * 21, queued), trials=5, started_at=0.0).levels
+    assert [t.valid for t in level.trials] == [True, False, True, True, True]
+    assert level.trials[1].invalid_reason.startswith("users queued at 3 of 5 scrapes (up to 3 waiting)")
+
+
+def test_a_window_its_users_left_half_way_is_not_steady_and_never_a_reference():
+    # 3 users, then none from the middle of the window: occupancy 1.4 → filed under 2, which it never ran at.
+    scrapes = _users([3.0] * 11 + [0.0] * 10, [0.0] * 21)
+    result = window_result(scrapes, trials=5, started_at=0.0)
+    assert result.levels[0].concurrency == 2 and sum(t.valid for t in result.levels[0].trials) >= 2
+    why = unsteady(scrapes, 5)
+    assert why == ("its occupancy was not steady (sub-windows at 3.0, 3.0, 1.8, 0.0, 0.0 running requests; "
+                   "a reference needs every one within ±0.5 of 2)")
+    assert _unfit_reference(result, scrapes, min_trials=2, trials=5) == why
+
+
+def test_a_steady_window_may_dip_between_requests_within_its_band():
+    # 12 users whose gauge dips by one or two as requests finish and new ones are admitted: 10 % of 12 is 1.2
+    scrapes = _users([12.0, 11.0, 12.0, 10.0, 12.0] * 4 + [12.0], [0.0] * 21)
+    assert unsteady(scrapes, 5) is None and window_result(scrapes, 5, 0.0).levels[0].concurrency == 11

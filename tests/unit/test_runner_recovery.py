@@ -9,9 +9,12 @@ from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.flows.recover import recover, recovery_plan
 from deployctl.decisions import machine as m
+from deployctl.decisions.dead_man import FOUND_GONE, NOTE, LeaseAction, stop_said
 from deployctl.decisions.evidence import SECOND_START_ROLE, StartOutcome
+from deployctl.decisions.report import recovery_line
+from deployctl.flows.recover import RECOVERY, recover, recovery_plan
+from deployctl.operations.dead_man import record_action
 
 
 @pytest.fixture
@@ -47,6 +50,28 @@ async def test_death_during_bench_is_rolled_back_and_said(ledger):
     assert ledger.live_release("qwen").id == prev
     assert ledger.unfinished("qwen") == []
     assert any(e.name == "recovery" for e in ledger.events(rid))
+
+
+async def test_a_controller_the_dead_mans_switch_stopped_is_recovered_with_what_it_did_and_why(ledger):
+    prev, rid = _dead_promote(ledger, m.Phase.BENCH)
+    release = ledger.get(rid)
+    for verdict, idle, sent in ((LeaseAction.TERMINATE, 46.0, "SIGTERM"), (LeaseAction.TERMINATE, 60.0, "SIGTERM"),
+                                (LeaseAction.KILL, 91.0, "SIGKILL")):
+        record_action(ledger, release, stop_said(verdict, idle, 45.0), sent)  # a repeated SIGTERM is noted once
+    record_action(ledger, release, FOUND_GONE, None)
+    said = await recover(ledger, "qwen", adapters(bench_=FakeBench([bench({1: 119.0})])), _plan_for(ledger), "recover")
+    why = ("the controller (pid 999999) stopped during BENCH; the dead-man's switch saw no progress for 46 s "
+           "(dead_man_s 45): sent SIGTERM, then saw no progress for 91 s and SIGTERM had not stopped it: sent SIGKILL, "
+           "then found the controller gone (the deployment's lock was free) and rolled back for it; recovered by "
+           "`deployctl recover`")
+    rolled_back = "rolled back to the known-good unit and verified it"
+    assert [r.line for r in said] == [f"recovered release {rid}: {why}; {rolled_back}"]
+    assert why in ledger.get(rid).reasons
+    steps = [e.detail["reason"] for e in ledger.events(rid) if e.name in (NOTE, RECOVERY)]
+    assert steps == ["the dead-man's switch saw no progress for 46 s (dead_man_s 45): sent SIGTERM",
+                     "the dead-man's switch saw no progress for 91 s and SIGTERM had not stopped it: sent SIGKILL",
+                     f"the dead-man's switch {FOUND_GONE}", why]
+    assert recovery_line(ledger.get(rid), why).startswith(f"release {rid} (candidate) ended aborted ")
 
 
 async def test_death_before_any_change_only_closes_the_record(ledger):

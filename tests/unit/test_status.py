@@ -30,6 +30,17 @@ def test_recovery_comes_first_then_the_state_and_the_live_release():
     assert data["recovered"] == list(recovered) and data["live_release"] == 6
 
 
+def test_a_recovery_by_the_dead_mans_switch_is_shown_under_the_live_release():
+    line = ("release 7 (candidate) ended aborted 2026-12-05 02:31:07: the controller (pid 99) stopped during BENCH; "
+            "the dead-man's switch found the controller gone (the deployment's lock was free) and rolled back for it;"
+            " recovered by `deployctl recover`")
+    status = Status("glm5", RUNNING, None, None, (), now=1090.0, live_release="live release 6: neutral (promote …)",
+                    live_release_id=6, last_recovery=line)
+    lines = status_lines(status)
+    assert lines[lines.index("  live release 6: neutral (promote …)") + 1] == f"  recovered: {line}"
+    assert status.to_dict()["last_recovery"] == line and status.to_dict()["recovered"] == []
+
+
 def test_nothing_to_recover_adds_no_line():
     lines = status_lines(Status("glm5", RUNNING, None, None, (), now=1000.0))
     assert lines[0] == "sglang-glm5.service (glm5)" and not any("recovered" in line for line in lines)
