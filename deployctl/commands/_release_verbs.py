@@ -27,7 +27,8 @@ from deployctl.commands.options import (
     DEPLOYMENT_HELP,
     add_deployment,
     add_profile,
-    complete_profiles,
+    complete_profile_or_deployment,
+    complete_second_profile,
 )
 from deployctl.errors import Busy, InputError, RollbackFailed
 from deployctl.inventory.policy import Policy
@@ -54,10 +55,11 @@ def add_candidate_arguments(parser: argparse.ArgumentParser, *, profile_help: st
     """What promote and bisect both take: ``VERB PROFILE [-d D]``, ``VERB D PROFILE`` and ``--profile P``;
     --dry-run, --skip-preflight and --fresh-baseline."""
     parser.add_argument("profile", metavar="PROFILE", nargs="?", help=profile_help
-                        ).completer = complete_profiles  # type: ignore[attr-defined]
+                        ).completer = complete_profile_or_deployment  # type: ignore[attr-defined]
     add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
                 dest="profile_option")
-    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `VERB D PROFILE`: the alias of -d D
+    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS  # `VERB D PROFILE`: the alias of -d D
+                        ).completer = complete_second_profile  # type: ignore[attr-defined]
     add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
                                                  "accepted as the first of two positional arguments)")
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
