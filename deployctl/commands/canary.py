@@ -36,7 +36,7 @@ from deployctl.live.canary import TRIED, WEBHOOK_FAILED, CanaryTotals, WatchRepo
 from deployctl.live.protocols import Guard
 from deployctl.live.site import Site, make_site
 from deployctl.live.canary_units import Paths, private_tmp_for, protect_home_for
-from deployctl.live.canary_units import arm_recheck
+from deployctl.live.canary_units import arm_recheck, canary_timer_name, install_plan
 from deployctl.live.canary_units import install as install_units
 from deployctl.promote.canary import decide_rollback, decide_try, every_to_calendar
 from deployctl.promote.evidence import LevelRow, PromoteOutcome
@@ -52,7 +52,8 @@ DESCRIPTION = """\
 `deployctl canary DEPLOYMENT` (or --all) runs once, now; `deployctl canary install DEPLOYMENT [--every
 PERIOD]` schedules it: writes deployctl-canary@.service and .timer with this installation's paths and
 enables deployctl-canary@DEPLOYMENT.timer over D-Bus (PERIOD: 1min at least; 15min, 6h, 1d; default 6h).
---every only schedules: given to a run, it is refused rather than ignored.
+All or nothing: systemd is reached first, and a failure puts the files back as they were; --dry-run prints
+what it would write and enable. --every only schedules: given to a run, it is refused rather than ignored.
 
 Run by a timer or cron, once per deployment (or --all):
 
@@ -119,6 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
     parser.add_argument("--every", metavar="PERIOD", default=None,
                         help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with install: print the files it would write and the timer it would enable; change nothing")
 
 
 @dataclass
@@ -154,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.dry_run:  # a run's watch changes nothing, but it may try a candidate: never pretend it would not
+        raise UsageError("--dry-run goes with `canary install`; nothing else of canary has one",
+                         hint="`deployctl canary install DEPLOYMENT --dry-run` shows what install would write")
     if args.target[:1] == ["rebaseline"]:
         return rebaseline(args)
     if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
@@ -199,6 +205,13 @@ def install(args: argparse.Namespace) -> int:
                   state_dir=str(site.state_dir.resolve()), textfile_dir=str(metrics) if metrics else None,
                   unit_dir=str(site.endpoint.unit_dir), runtime_unit_dir=str(site.endpoint.runtime_dir),
                   backup_dir=str(site.endpoint.backup_dir) if site.endpoint.backup_dir else None)
+    if args.dry_run:
+        for path, text in install_plan(site, paths, calendar, delay_s).items():
+            state = "new" if not path.exists() else "unchanged" if path.read_text() == text else "changed"
+            print(f"would write {path} ({state})")
+        print(f"would enable and start {canary_timer_name(site.name)}: a canary of {site.name} every {args.every} "
+              f"({calendar}, up to {delay_s} s later); nothing was changed")
+        return ExitCode.OK
     written = asyncio.run(install_units(site, paths, calendar, delay_s))
     if args.verbose:
         print("\n".join(f"wrote {w}" for w in written[:-1]))
