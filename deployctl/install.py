@@ -77,7 +77,7 @@ def install(prefix: Path, unit_dir: Path, polkit_dir: Path, inventory: Path) -> 
 def uninstall(prefix: Path, unit_dir: Path, polkit_dir: Path, state_dir: Path | None) -> list[str]:
     """Remove what install() and ``deployctl canary install`` wrote (and ``state_dir``, the ledger, when
     given); what was removed, in order. The venv itself is scripts/install's: this runs from it."""
-    found = [prefix / "bin" / "deployctl", *(prefix / "share" / where for where in share_texts()),
+    found = [prefix / "bin" / "deployctl", *(prefix / "share" / where for where in (MAN_PAGE, *COMPLETIONS.values())),
              *(unit_dir / name for name in (CANARY_SERVICE, CANARY_TIMER, PROMOTE_SERVICE)),
              # canary install: a schedule drop-in of each timer instance, and the link that enables it
              *sorted(unit_dir.glob("deployctl-canary@*.timer.d")),
