@@ -1,6 +1,6 @@
 """Client overhead: does deployctl's load engine measure the server, or itself?
 
-Compares, in the same run, deployctl's engine (``deployctl.live.trial.run_trial`` over
+Compares, in the same run, deployctl's engine (``deployctl.load.trial.run_trial`` over
 ``deployctl.adapters.http_load``) with a reference client written the way SGLang's bench_serving does
 it (aiohttp, one shared session, ``async for line in response.content``, ``json.loads`` per line,
 ``perf_counter`` per chunk, a semaphore over tasks created up front) — and, with ``--clients``, httpx,
@@ -161,7 +161,7 @@ def _errors(streams: list[tuple[list[float], list[float]]], offset: float) -> tu
 async def _engine(url: str, c: int, n: int, tokens: int, marks: dict, client_cls: type | None = None) -> tuple[int, int, list]:
     from deployctl.adapters.http_load import LoadClient
     from deployctl.bench.plan import LevelPlan, Workload
-    from deployctl.live.trial import run_trial
+    from deployctl.load.trial import run_trial
 
     workload = Workload(model="qwen3.5", input_tokens=8, output_tokens=tokens)
     warm = Workload(model="qwen3.5", input_tokens=8, output_tokens=5)

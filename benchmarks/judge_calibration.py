@@ -87,13 +87,13 @@ from deployctl.judge.stats import (
     DEFAULT_RESTART, DEFAULT_RESTART_SIGMA, MAX_PRIOR_DF, NoiseEstimate, RestartNoise, outlier_indices,
 )
 from deployctl.judge.sweep import false_fail_per_test
-from deployctl.judge.verdict import Outcome, judge
+from deployctl.judge.verdict import JudgeOutcome, judge
 
 SIGMAS = (0.01, 0.02, 0.03)
 CHANGES = (0.0, -0.03, -0.05, -0.10, -0.30, -0.87, +0.05)
 SCENARIOS = (("fresh", False), ("fresh", True), ("reused", False), ("reused", True))
 FIXED = 5  # trials a side of the fixed design the time is compared with
-_CODES = {1: Outcome.FAIL, 2: Outcome.PASS, 3: Outcome.INCONCLUSIVE}
+_CODES = {1: JudgeOutcome.FAIL, 2: JudgeOutcome.PASS, 3: JudgeOutcome.INCONCLUSIVE}
 
 
 @dataclass(frozen=True)
@@ -412,7 +412,7 @@ def simulate(rng: np.random.Generator, sigma: float, change: float, policy: Judg
 def _sequential(mb: np.ndarray, ssb: np.ndarray, nb: np.ndarray, shock_b: tuple[np.ndarray, np.ndarray],
                 cand: np.ndarray, prior: np.ndarray | None, prior_df: int, restart: np.ndarray,
                 restart_df: np.ndarray, policy: JudgePolicy, limit_log: float, bounds: Boundaries) -> tuple[np.ndarray, np.ndarray]:
-    """Outcome code per run and candidate trials per (run, level), as judge() and promote would reach them."""
+    """JudgeOutcome code per run and candidate trials per (run, level), as judge() and promote would reach them."""
     lo, hi = policy.min_trials, policy.max_trials
     runs, L = mb.shape
     n = np.full((runs, L), lo)
@@ -597,7 +597,7 @@ def _outliers(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndar
 
 def _real(base: np.ndarray, nb: np.ndarray, cand: np.ndarray, fresh: np.ndarray, verify: list[np.ndarray],
           again: list[np.ndarray], levels: tuple[int, ...], policy: JudgePolicy, prior: np.ndarray | None, prior_df: int,
-          learned_restart: RestartNoise | None) -> tuple[Outcome, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+          learned_restart: RestartNoise | None) -> tuple[JudgeOutcome, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The same run through the baseline's rounds, ``judge()`` and, where ``over_starts_needed``, ``judge_over_starts``
     with the first trials ``verification_plan`` asks of the restored baseline's starts ``verify`` (and of the
     candidate's later ones ``again``), as many a side as ``starts_a_side`` asks: (outcome, candidate trials, fresh

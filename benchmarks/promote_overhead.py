@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from deployctl.commands.demo import demo_inventory
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 TINY_POLICY = {
     "bench": {"concurrency": [2, 8], "input_tokens": 64, "output_tokens": 64, "requests_per_level": 16,

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from deployctl.live.restart import http_health_probe, restart_and_wait
-from deployctl.live.sandbox import Sandbox
+from deployctl.operations.restart import http_health_probe, restart_and_wait
+from deployctl.sandbox import Sandbox
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import READY_LINE, Ready
 

@@ -37,7 +37,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 IMPORT_S = time.perf_counter() - t0
 
-from deployctl.promote.records import Event, Release, StoredBench  # noqa: E402
+from deployctl.decisions.records import Event, Release, StoredBench  # noqa: E402
 from deployctl.reporting import charts, figures  # noqa: E402
 from deployctl.reporting.changes import release_changes  # noqa: E402
 from deployctl.reporting.page import release_page  # noqa: E402

@@ -17,7 +17,7 @@ import time
 
 from deployctl.adapters.gpu import gpu_inventory
 from deployctl.bench.telemetry import render_telemetry, samples_to_dicts, summarize
-from deployctl.live.telemetry import TelemetrySampler
+from deployctl.load.telemetry import TelemetrySampler
 
 
 def _matmul_loop(seconds: float, n: int) -> float:

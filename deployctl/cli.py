@@ -5,7 +5,7 @@ Each module in ``deployctl.commands`` is a verb. It defines ``NAME``, ``HELP`` (
 ``DESCRIPTION`` (the ``--help`` text, with an example), ``add_arguments(parser)`` and
 ``run(args) -> int``. Adding a verb is adding a module; nothing here changes.
 
-The global options (``deployctl.commands.options``) are accepted before and after the verb. An expected
+The global options (``deployctl.console.options``) are accepted before and after the verb. An expected
 failure is ``error: …`` + ``hint: …`` on stderr, or with ``--json`` one JSON object on stdout
 (``{"error", "hint", "exit_code"}``); only a bug prints a traceback.
 """
@@ -26,8 +26,8 @@ from types import ModuleType
 from typing import NoReturn, Sequence
 
 from deployctl import __version__, commands
-from deployctl.commands._upload import UPLOAD_OPTION, claim
-from deployctl.commands.options import add_global_options, finish_arguments
+from deployctl.console.upload import UPLOAD_OPTION, claim
+from deployctl.console.options import add_global_options, finish_arguments
 from deployctl.errors import DeployctlError, ExitCode, UsageError, exit_code_of, exit_codes_text
 
 log = logging.getLogger("deployctl")
@@ -123,7 +123,7 @@ def _unknown_hint(unknown: list[str], args: argparse.Namespace) -> str:
 
 
 def _add_remote_options(parser: argparse.ArgumentParser) -> None:
-    """``-H`` (before the verb): run it on a host over ssh (deployctl.commands._remote)."""
+    """``-H`` (before the verb): run it on a host over ssh (deployctl.console.remote)."""
     group = parser.add_argument_group("remote (before the verb)")
     group.add_argument("-H", "--host", metavar="[USER@]HOST[:PORT]", default=None,
                        help="run the verb on that host over ssh, with this inventory (README: from a laptop)")
@@ -159,7 +159,7 @@ def _completion_argv(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get("DEPLOYCTL_OPERATION"):  # inside a transient unit: the follower reads the exit code
-        from deployctl.live.operation import run_as_worker
+        from deployctl.operations.operation import run_as_worker
 
         return run_as_worker(lambda: _main(argv))
     return _main(argv)
@@ -194,7 +194,7 @@ def _main(argv: list[str]) -> int:
             os.environ["DEPLOYCTL_INVENTORY_FROM"] = args.inventory_from
         args.upload = upload = claim(args)
         if args.host:
-            from deployctl.commands._remote import run_remote
+            from deployctl.console.remote import run_remote
 
             code = run_remote(args.host, argv, args, remote_inventory=args.remote_inventory)
         else:

@@ -3,7 +3,7 @@
 scripts/install runs it with the interpreter of the venv it just installed the wheel into; everything
 comes from that package: ``deployctl`` on PATH (a link in /usr/local/bin), the man page generated from
 its parser (deployctl.manpage), shell completion for bash, zsh and fish (argcomplete), the units that run
-deployctl unattended rendered with this venv's paths (deployctl.live.canary_units), and, when the
+deployctl unattended rendered with this venv's paths (deployctl.operations.canary_units), and, when the
 inventory is there, the polkit rule for its units (``deployctl polkit-rule``). Nothing is enabled or
 started: the operator decides that (``deployctl canary install``, ``systemctl start deployctl-promote@…``).
 Idempotent: a second run rewrites the same files. ``--uninstall`` removes them again (and what ``canary
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import argcomplete
 
-from deployctl.commands.options import DEFAULT_INVENTORY
+from deployctl.console.options import DEFAULT_INVENTORY
 from deployctl.inventory.model import load_inventory
 from deployctl.inventory.policy import Policy
-from deployctl.live.canary_units import CANARY_SERVICE, CANARY_TIMER, PROMOTE_SERVICE, Paths, protect_home_for, unit_texts
+from deployctl.operations.canary_units import CANARY_SERVICE, CANARY_TIMER, PROMOTE_SERVICE, Paths, protect_home_for, unit_texts
 from deployctl.manpage import manpage
 from deployctl.units.polkit import polkit_rule
 

@@ -106,7 +106,7 @@ class BenchResult:
     server_info: dict[str, Any] = field(default_factory=dict)  # version, effective mrr, … when known
     client: str = ""  # load transport and version, for the record
     schema_version: int = SCHEMA_VERSION
-    # Raw GPU/process telemetry samples taken during the sweep (deployctl.live.telemetry.samples_to_dicts),
+    # Raw GPU/process telemetry samples taken during the sweep (deployctl.load.telemetry.samples_to_dicts),
     # when the caller sampled: kept for the ledger, summarized per trial in TrialResult.telemetry.
     telemetry_samples: tuple[dict[str, Any], ...] = ()
 

@@ -3,7 +3,7 @@
 The incidents' real clue was power: 250 W of a 600 W limit under load (GPUs starved, not busy), then
 125 W after the bad patch. So every level carries a summary such as ``GPU power 250 W of 600 W (42 %),
 SM 61 %``. ``summarize`` is pure and tested on recorded samples (tests/data/telemetry/); the sampler that
-takes the readings is ``deployctl.live.telemetry``.
+takes the readings is ``deployctl.load.telemetry``.
 """
 
 from __future__ import annotations

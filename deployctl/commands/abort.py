@@ -9,18 +9,13 @@ import time
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import is_alive
-from deployctl.commands._release_verbs import (
-    add_site_arguments,
-    recover_now,
-    refuse_if_failed,
-    say,
-    site_from_args,
-    who,
-)
-from deployctl.commands.output import emit, emit_json
-from deployctl.commands.promote import abort_request_path
+from deployctl.console.output import emit, emit_json
+from deployctl.console.release_verbs import add_site_arguments, say, site_from_args, who
+from deployctl.decisions.report import release_lines
 from deployctl.errors import Busy
-from deployctl.promote.report import release_lines
+from deployctl.flows.abort import abort_request_path
+from deployctl.flows.recover import recover_now, refuse_if_failed
+
 
 NAME = "abort"
 ABORTABLE = ("promote", "bisect", "canary", "demo")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from deployctl.commands._operation import add_abort_on_interrupt_argument
-from deployctl.commands._release_verbs import add_site_arguments, state_dir
+from deployctl.console.in_unit import add_abort_on_interrupt_argument
+from deployctl.console.release_verbs import add_site_arguments, state_dir
 from deployctl.errors import UsageError
-from deployctl.live.operation import attach
-from deployctl.live.restart import Endpoint
+from deployctl.operations.operation import attach
+from deployctl.operations.restart import Endpoint
+
 
 NAME = "attach"
 HELP = "follow a promote or rollback started with --in-unit (or over -H) again, and get its exit code"

@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Callable, TextIO
 
 from deployctl.bench.result import BenchResult
 from deployctl.bench.table import render_table
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
+from deployctl.console.options import add_deployment
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.policy import BenchPolicy
-from deployctl.live.measure import measure
+from deployctl.load.measure import measure
+
 
 if TYPE_CHECKING:  # the sweep brings httpx: `deployctl --help` loads this module and never measures
-    from deployctl.live.sweep import Progress
+    from deployctl.load.sweep import Progress
 
 NAME = "bench"
 HELP = "benchmark a server: streaming requests at fixed concurrency levels, the operators' table + JSON"
@@ -119,7 +120,7 @@ def _resolve(args: argparse.Namespace) -> _Target:
             raise InputError("give either a deployment or --url, not both")
         return _Target(args.url.rstrip("/"), BenchPolicy())
     from deployctl.inventory.model import deployment_policy
-    from deployctl.live.site import server_url
+    from deployctl.operations.site import server_url
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(deployment_name(inv, args))

@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment_and_profile
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
+from deployctl.console.options import add_deployment_and_profile
 from deployctl.errors import PreflightRefused
 from deployctl.preflight import PreflightReport, run_preflight
+from deployctl.preflight.report import format_report
+
 
 NAME = "check"
 HELP = "pre-flight checks of a profile: flags vs the installed SGLang, known-bad flags, host facts"
@@ -40,18 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="refuse on warnings too (exit 3; errors always refuse)")
     # Warnings used to refuse unless --force; scripts that still pass it get the same, default, behaviour.
     parser.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
-
-
-def format_report(report: PreflightReport) -> str:
-    where = f"SGLang {report.sglang_version}" if report.sglang_version else "SGLang version unknown"
-    lines = [f"{report.deployment} ({report.profile} profile) · {where} · {report.python}"]
-    for finding in report.findings:
-        lines.append(f"{finding.level:<5} {finding.code}: {finding.message}")
-        if finding.hint:
-            lines.append(f"      fix: {finding.hint}")
-        lines.append(f"      source: {finding.source}")
-    lines.append(report.summary())
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from deployctl.adapters.ledger import resolve_state_dir
 from deployctl.errors import EnvironmentUnfit, UsageError
 from deployctl.shipped import shipped
 
+
 NAME = "demo"
 HELP = "run a promote end to end on a sandboxed systemd with the simulator (needs root)"
 DESCRIPTION = """\
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         return _inside(Path(args.inside), args.report_dir, Path(args.keep) if args.keep else None)
     if os.geteuid() != 0:
         raise EnvironmentUnfit("the demo boots a sandboxed systemd, which needs root", hint="sudo deployctl demo")
-    from deployctl.live.sandbox import Sandbox
+    from deployctl.sandbox import Sandbox
 
     started = time.monotonic()
     keep = Path(args.keep).resolve() if args.keep else None

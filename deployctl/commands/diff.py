@@ -7,13 +7,14 @@ import dataclasses
 import difflib
 import sys
 
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args, use_colour
-from deployctl.commands.options import add_deployment, complete_profiles, shift_deployment
-from deployctl.commands.output import emit_json
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args, use_colour
+from deployctl.console.options import add_deployment, complete_profiles, shift_deployment
+from deployctl.console.output import emit_json
 from deployctl.errors import ExitCode
 from deployctl.inventory.model import resolve_profile
 from deployctl.units.profilediff import diff_profiles, format_profile_diff
 from deployctl.units.render import render_unit
+
 
 NAME = "diff"
 HELP = "show the flags and environment that differ between two profiles"

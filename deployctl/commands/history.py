@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands._release_verbs import existing_state_dir
-from deployctl.commands.options import add_deployment
-from deployctl.commands.output import emit, emit_json
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import add_deployment
+from deployctl.console.output import emit, emit_json
+from deployctl.console.release_verbs import existing_state_dir
+from deployctl.decisions.report import history_lines
 from deployctl.errors import DeployctlError, InputError
-from deployctl.promote.report import history_lines
+
 
 NAME = "history"
 HELP = "list the releases (promotes, rollbacks, adoptions) recorded in the ledger"

@@ -13,10 +13,11 @@ from pydantic import ValidationError
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, InputError
 from deployctl.inventory.marked_yaml import load_marked
-from deployctl.inventory.pydantic_problems import pydantic_problems
-from deployctl.inventory.problems import InventoryInvalid, Problem
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.inventory.problems import InventoryInvalid, Problem
+from deployctl.inventory.pydantic_problems import pydantic_problems
+from deployctl.judge.outcome import JudgeOutcome
+
 
 NAME = "judge"
 HELP = "judge a candidate's benchmark against a baseline's (stored JSON), as promote would"
@@ -36,10 +37,10 @@ exit status: 0 PASS · 10 FAIL · 11 INCONCLUSIVE or INVALID · 2 unreadable inp
 """
 
 _EXIT = {
-    Outcome.PASS: ExitCode.OK,
-    Outcome.FAIL: ExitCode.REJECTED,
-    Outcome.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
-    Outcome.INVALID: ExitCode.INCONCLUSIVE,
+    JudgeOutcome.PASS: ExitCode.OK,
+    JudgeOutcome.FAIL: ExitCode.REJECTED,
+    JudgeOutcome.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+    JudgeOutcome.INVALID: ExitCode.INCONCLUSIVE,
 }
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.output import emit_json
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.polkit import polkit_rule
+
 
 NAME = "polkit-rule"
 HELP = "print the polkit rule for the inventory's units"

@@ -5,51 +5,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import sys
-from pathlib import Path
-from typing import Mapping, Protocol
 
-from deployctl.adapters.ledger import Ledger
-from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands._operation import (
-    add_in_unit_argument,
-    dead_man,
-    inventory_note,
-    run_in_unit,
-)
-from deployctl.commands._release_verbs import (
-    add_candidate_arguments,
-    adopt_installed,
-    limits,
-    locked,
-    recover_first,
-    refuse_after_failed_rollback,
-    say,
-    site_from_args,
-    who,
-)
-from deployctl.commands.check import format_report
-from deployctl.commands.options import shift_deployment
-from deployctl.commands.output import TerminalProgress, emit, emit_json
+from deployctl.console.bisect_output import report as report_bisect
+from deployctl.console.in_unit import add_in_unit_argument, dead_man, inventory_note, run_in_unit
+from deployctl.console.options import shift_deployment
+from deployctl.console.output import emit, emit_json
+from deployctl.console.release_verbs import add_candidate_arguments, locked, site_from_args
+from deployctl.decisions import dead_man as switch, machine as m
+from deployctl.decisions.bisect_report import outcome_json as bisect_json
+from deployctl.decisions.evidence import PromoteOutcome
+from deployctl.decisions.report import level_rows, outcome_json, outcome_lines, plan_lines, startup_gates
 from deployctl.errors import ExitCode, UsageError
-from deployctl.live.protocols import Guard
-from deployctl.live.site import Site
+from deployctl.flows.bisect import bisect
+from deployctl.flows.promote import promote
+from deployctl.judge.reuse import BASELINE_MAX_AGE_S
+from deployctl.operations.site import Site
 from deployctl.preflight import run_preflight
-from deployctl.promote import dead_man as switch
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import PromoteOutcome
-from deployctl.promote.report import (
-    level_rows,
-    outcome_json,
-    outcome_lines,
-    plan_lines,
-    startup_gates,
-)
+from deployctl.preflight.report import format_report
+
 
 NAME = "promote"
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
-BASELINE_MAX_AGE_S = 3600.0  # a baseline of the same unit, host, version and sweep this recent is reused
 HELP = "try a profile on the live server: benchmark, judge, keep it or roll back"
 DESCRIPTION = """\
 Promote PROFILE on DEPLOYMENT: pre-flight checks, measure the live release (the baseline), install the
@@ -102,16 +78,14 @@ def run(args: argparse.Namespace) -> int:
                                   guard=dead_man(args, site), inventory=inventory_note(args),
                                   output_gate=not args.skip_output_gate))
         if args.bisect and out.state.result is m.Result.REJECTED:
-            from deployctl.commands import bisect  # it builds on this verb
-
             if not args.json:
                 _report(out, as_json=False)
-            found = asyncio.run(bisect.bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out,
+            found = asyncio.run(bisect(site, args.profile, lock, preflight=not args.skip_preflight, rejected=out,
                                               guard=dead_man(args, site)))
             if args.json:
-                emit_json({"promote": outcome_json(out), "bisect": bisect.outcome_json(found)})
+                emit_json({"promote": outcome_json(out), "bisect": bisect_json(found)})
             else:
-                bisect.report(found, as_json=False)
+                report_bisect(found, as_json=False)
             return found.exit_code
     _report(out, as_json=args.json)
     return out.exit_code
@@ -173,78 +147,3 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                          f"{profile} -d {site.name}`)")
         emit(lines)
     return ExitCode.PREFLIGHT_REFUSED if refuses else ExitCode.OK
-
-
-async def promote(site: Site, profile: str, lock: DeploymentLock, *, preflight: bool = True,
-                  baseline_max_age_s: float = BASELINE_MAX_AGE_S, guard: Guard | None = None,
-                  inventory: str | None = None, output_gate: bool = True) -> PromoteOutcome:
-    """The whole promote under a held lock: recover, adopt, record, run; SIGTERM/SIGINT roll back."""
-    # Here, not at the top: the real adapters and the runner bring aiohttp and the judge (numpy, scipy), which
-    # every other verb would pay for at start-up, as they import this module's helpers (benchmarks/cli_startup.py).
-    from deployctl.live.bindings import live_adapters
-    from deployctl.live.runner import Runner
-
-    progress = TerminalProgress()
-    with Ledger.open(site.state_dir) as ledger:
-        async with live_adapters(site, profile, progress, preflight=preflight, guard=guard) as adapters:
-            say(await recover_first(ledger, site, adapters, NAME))
-            await refuse_after_failed_rollback(ledger, site, adapters)
-            plan = site.plan(profile)
-            previous = adopt_installed(ledger, site)
-            release_id = ledger.begin_release(
-                deployment=site.name, kind="promote", profile=profile, unit_name=plan.unit_name,
-                unit_text=plan.candidate_text, unit_hash=plan.candidate_hash, who=who(), flags=plan.flags,
-                env=plan.env, host=site.host, pid=os.getpid(), previous_id=previous,
-            )
-            if inventory:
-                ledger.record(release_id, m.Phase.PREFLIGHT.value, "note", "inventory", {"reason": inventory})
-            runner = Runner(ledger, adapters, plan, release_id, previous_release_id=previous,
-                            baseline_max_age_s=baseline_max_age_s, crash_after=crash_after(os.environ))
-            abort_on_signals(runner, lock)
-            return await runner.run(m.start(limits(site.policy, preflight=preflight, output_gate=output_gate),
-                                            unchanged=plan.unchanged))
-
-
-def crash_after(env: Mapping[str, str]) -> m.Phase | None:
-    """``DEPLOYCTL_CRASH_AFTER=PHASE``: the promote kills itself (SIGKILL) once PHASE's action is done, before
-    its outcome is recorded — how the crash tests reproduce a controller dying at each step."""
-    name = env.get("DEPLOYCTL_CRASH_AFTER")
-    if not name:
-        return None
-    try:
-        return m.Phase(name.upper())
-    except ValueError:
-        raise UsageError(f"DEPLOYCTL_CRASH_AFTER={name}: not a phase",
-                         hint="one of " + ", ".join(p.value for p in m.Phase)) from None
-
-
-class Abortable(Protocol):
-    def request_abort(self, reason: str) -> None: ...
-
-
-def abort_on_signals(target: Abortable, lock: DeploymentLock, what: str = "promote") -> None:
-    """SIGTERM/SIGINT (``deployctl abort``, ``systemctl stop``, Ctrl-C) make ``target`` roll back and stop."""
-    abort_request(lock)  # a request left for a verb that had already ended is not for this one
-    loop = asyncio.get_running_loop()
-
-    def abort(signame: str) -> None:
-        target.request_abort(abort_request(lock) or f"interrupted ({signame})")
-        print(f"\n{signame}: stopping the {what} and rolling back", file=sys.stderr)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, abort, sig.name)
-
-
-def abort_request_path(lock: DeploymentLock) -> Path:
-    return lock.path.with_suffix(".abort")
-
-
-def abort_request(lock: DeploymentLock) -> str | None:
-    """The reason ``deployctl abort`` left next to the lock, if it was that and not a plain signal."""
-    path = abort_request_path(lock)
-    try:
-        text = path.read_text().strip()
-        path.unlink()
-    except OSError:
-        return None
-    return text or None

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import signal
-import time
 
-from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import add_site_arguments, locked, recover_first, say, site_from_args
-from deployctl.commands.output import emit, emit_json
-from deployctl.commands.promote import abort_request_path
-from deployctl.errors import Busy
-from deployctl.live.dead_man import read_lease, stop_switch
-from deployctl.live.site import Site
-from deployctl.promote.dead_man import Verdict, judge_alive
+from deployctl.console.output import emit, emit_json
+from deployctl.console.release_verbs import add_site_arguments, site_from_args
+from deployctl.flows.recover import recover_or_check
+
 
 NAME = "recover"
 HELP = "roll back (or finish keeping) a promote whose controller died; the dead-man's switch runs it"
@@ -43,75 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    site = site_from_args(args)
-    if args.release is not None and _finished(site, args.release):
-        # The switch's check after its promote ended (the disarm was lost, or the controller died after the
-        # keep): nothing to guard, and no need to take the lock from whoever runs next.
-        asyncio.run(stop_switch(site.endpoint, site.name))
-        said = [f"release {args.release} of {site.name} has finished; the dead-man's switch is stopped"]
-    else:
-        said = _recover_or_check(site, args.release)
+    said = recover_or_check(site_from_args(args), args.release)
     if args.json:
         emit_json({"said": said})
     else:
         emit(said)
     return 0
-
-
-def _recover_or_check(site: Site, release_id: int | None) -> list[str]:
-    try:
-        with locked(site, NAME):
-            said = asyncio.run(_recover(site)) or [f"{site.name}: no unfinished promote; nothing to recover"]
-            if release_id is not None:  # the switch's check: nothing unfinished is left to guard
-                asyncio.run(stop_switch(site.endpoint, site.name))
-            return said
-    except Busy:
-        if release_id is None:
-            raise
-        return [_check_live_controller(site, release_id)]
-
-
-def _finished(site: Site, release_id: int) -> bool:
-    with Ledger.open(site.state_dir) as ledger:
-        return all(r.id != release_id for r in ledger.unfinished(site.name))
-
-
-async def _recover(site: Site) -> list[str]:
-    with Ledger.open(site.state_dir) as ledger:
-        if not ledger.unfinished(site.name):
-            return []
-        # Here, not at the top: the real adapters bring aiohttp and the judge (numpy, scipy), which `deployctl
-        # --help` would pay for at start-up, and this verb only when there is something to recover (benchmarks/cli_startup.py).
-        from deployctl.live.bindings import live_adapters
-
-        async with live_adapters(site, None) as adapters:
-            return await recover_first(ledger, site, adapters, NAME)
-
-
-def _check_live_controller(site: Site, release_id: int) -> str:
-    """The switch's check found the lock held: judge the controller by its lease, if it runs the release."""
-    lock = site.lock()
-    holder = lock.holder()
-    with Ledger.open(site.state_dir) as ledger:
-        release = next((r for r in ledger.unfinished(site.name) if r.id == release_id), None)
-    if release is None:
-        return f"release {release_id} of {site.name} has finished; nothing to recover"
-    if holder is None or holder.pid != release.pid:
-        raise Busy(f"{site.name} is locked by {holder.describe() if holder else 'someone'}, not by release"
-                   f" {release_id}'s controller; nothing recovered",
-                   hint=f"run `deployctl recover -d {site.name}` once it has finished")
-    lease = read_lease(site.state_dir, site.name)
-    verdict = judge_alive(lease if lease is not None and lease.pid == holder.pid else None, time.monotonic())
-    if verdict is Verdict.WAIT:
-        return f"{holder.describe()} is alive and making progress; nothing to do"
-    assert lease is not None  # only a lease that stopped moving says TERMINATE or KILL
-    idle = time.monotonic() - lease.renewed
-    if verdict is Verdict.KILL:
-        os.kill(holder.pid, signal.SIGKILL)
-        return (f"{holder.describe()} made no progress for {idle:.0f} s and did not stop on SIGTERM: sent SIGKILL;"
-                " the next check rolls back")
-    abort_request_path(lock).write_text(f"the dead-man's switch expired: no progress for {idle:.0f} s"
-                                        f" (dead_man_s {lease.stall_s:g})")
-    os.kill(holder.pid, signal.SIGTERM)
-    say([f"{holder.describe()} made no progress for {idle:.0f} s: sent SIGTERM, it rolls back now"])
-    return f"stopped {holder.describe()}"

@@ -7,11 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from deployctl.commands._inventory import deployment_name, load_inventory_from_args
-from deployctl.commands.options import add_deployment_and_profile
-from deployctl.commands.output import emit_json
+from deployctl.console.inventory_args import deployment_name, load_inventory_from_args
+from deployctl.console.options import add_deployment_and_profile
+from deployctl.console.output import emit_json
 from deployctl.errors import InputError
 from deployctl.units.render import render_unit
+
 
 NAME = "render"
 HELP = "print the systemd unit of a deployment profile"

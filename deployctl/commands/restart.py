@@ -7,20 +7,16 @@ import asyncio
 import json
 import sys
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands._release_verbs import (
-    locked,
-    recover_held,
-    refuse_if_failed,
-    say,
-    state_dir,
-)
-from deployctl.commands.options import add_deployment_and_profile, profile_for_lone_word
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import add_deployment_and_profile, profile_for_lone_word
+from deployctl.console.release_verbs import locked, say, state_dir
 from deployctl.errors import InputError, JobFailed, exit_code_of
-from deployctl.live.restart import RestartReport, http_health_probe, restart_and_wait
-from deployctl.live.site import Site, make_site
+from deployctl.flows.recover import recover_held, refuse_if_failed
+from deployctl.operations.restart import RestartReport, http_health_probe, restart_and_wait
+from deployctl.operations.site import Site, make_site
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import Crashed, Ready, TimedOut
+
 
 NAME = "restart"
 HELP = "render a profile, install it, restart the unit and wait until the server is ready"

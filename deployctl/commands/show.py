@@ -6,15 +6,16 @@ import argparse
 import sys
 
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
-from deployctl.commands._release_arg import add_release_arguments, named_release
-from deployctl.commands._release_verbs import existing_state_dir
-from deployctl.commands.output import emit, emit_json
-from deployctl.commands.report import add_recompute_argument, load_story
+from deployctl.console.output import emit, emit_json
+from deployctl.console.release_arg import add_release_arguments, named_release
+from deployctl.console.release_verbs import existing_state_dir
+from deployctl.console.story import add_recompute_argument, load_story
+from deployctl.decisions.evidence import LevelRow
+from deployctl.decisions.report import release_lines
 from deployctl.errors import InputError
 from deployctl.judge.outcome import LevelState
-from deployctl.promote.evidence import LevelRow
-from deployctl.promote.report import release_lines
 from deployctl.reporting.story import Story, mean_or_none, trial_values
+
 
 NAME = "show"
 HELP = "print one release: who, when, unit, startup facts, benchmark table, verdict and reasons"

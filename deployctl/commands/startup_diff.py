@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
-from deployctl.commands.startup_report import load_report
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import FILES_IN_THE_WAY, add_deployment
+from deployctl.console.startup_log import load_report
 from deployctl.errors import InputError
 from deployctl.facts.secrets import redact
 from deployctl.startup.diff import diff_startups, flag_differences, model_mismatch, unexplained_flags
 from deployctl.startup.text import render_diff
+
 
 NAME = "startup-diff"
 HELP = "compare two startups (logs or saved reports): what changed and which flag differences explain it"

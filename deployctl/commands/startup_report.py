@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands.options import FILES_IN_THE_WAY, add_deployment
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.options import FILES_IN_THE_WAY, add_deployment
+from deployctl.console.startup_log import load_report
 from deployctl.errors import ExitCode, InputError
 from deployctl.facts.secrets import redact
 from deployctl.startup.parser import StartupParser, StartupReport
 from deployctl.startup.text import render_report
+
 
 NAME = "startup-report"
 HELP = "what SGLang decided at startup (capacity, CUDA graphs, untuned kernels) or why it failed"
@@ -51,46 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-info", metavar="FILE", help="JSON saved from GET /server_info (authoritative version)")
 
 
-def read_log_lines(source: str) -> Iterator[str]:
-    """Lines of a log file or stdin, split on '\\n' only ('\\r' meters stay inside their line)."""
-    if source == "-":
-        for raw in sys.stdin.buffer:
-            yield raw.decode("utf-8", errors="replace")
-        return
-    try:
-        stream = open(source, "rb")
-    except OSError as exc:
-        raise InputError(f"cannot read {source}: {exc.strerror}") from exc
-    with stream:
-        for raw in stream:
-            yield raw.decode("utf-8", errors="replace")
-
-
-def load_report(source: str, *, server_info: dict[str, Any] | None = None) -> StartupReport:
-    """A report from a log file (or '-') or from a saved ``startup-report --json``."""
-    if source != "-" and Path(source).is_file():
-        with open(source, "rb") as stream:
-            head = stream.read(64).lstrip()
-        if head.startswith(b"{"):
-            try:
-                data = json.loads(Path(source).read_text(encoding="utf-8"))
-                return StartupReport.from_dict(data)
-            except (ValueError, TypeError) as exc:
-                raise InputError(f"{source} looks like JSON but is not a startup report: {exc}",
-                                 hint="give a log file or the output of `deployctl startup-report --json`") from exc
-    parser = StartupParser(server_info=server_info)
-    for line in read_log_lines(source):
-        parser.feed(line)
-    report = parser.report()
-    if not report.sglang_log:
-        name = "stdin" if source == "-" else source
-        raise InputError(f"{name} is not an SGLang startup log: none of its {report.lines} line(s) is one SGLang "
-                         "prints while it starts",
-                         hint="give the server's captured stdout/stderr, `journalctl -u UNIT -o cat -a`, or "
-                              "`deployctl startup-report --deployment D`")
-    return report
-
-
 def _server_info(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
@@ -105,8 +66,8 @@ def _server_info(path: str | None) -> dict[str, Any] | None:
 
 async def _from_journal(args: argparse.Namespace, server_info: dict[str, Any] | None) -> StartupReport:
     from deployctl.adapters.http_control import ControlClient, ServerUnreachable
-    from deployctl.live.restart import Endpoint, read_startup
-    from deployctl.live.site import server_url
+    from deployctl.operations.restart import Endpoint, read_startup
+    from deployctl.operations.site import server_url
 
     inv = load_inventory_from_args(args)
     dep = inv.deployment(args.deployment)

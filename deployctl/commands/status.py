@@ -12,20 +12,16 @@ from dataclasses import dataclass
 
 from deployctl.adapters.ledger import LedgerError
 from deployctl.adapters.unitfiles import UnitFile
-from deployctl.commands._inventory import load_inventory_from_args
-from deployctl.commands._release_verbs import (
-    add_site_arguments,
-    existing_state_dir,
-    read_live_release,
-    recover_now,
-)
-from deployctl.commands.output import TerminalProgress
+from deployctl.console.inventory_args import load_inventory_from_args
+from deployctl.console.output import TerminalProgress
+from deployctl.console.release_verbs import add_site_arguments, existing_state_dir, read_live_release
+from deployctl.decisions.records import Release
 from deployctl.errors import ExitCode
-from deployctl.live.recovery import Recovered, failed_recovery_hint
-from deployctl.live.site import Site, make_site
-from deployctl.promote.records import Release
+from deployctl.flows.recover import Recovered, failed_recovery_hint, recover_now
+from deployctl.operations.site import Site, make_site
 from deployctl.units.stamp import read_stamp
 from deployctl.units.state import UnitState
+
 
 NAME = "status"
 HELP = "show a deployment's unit: state, PID, uptime, installed profile and hash, last log lines"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deployctl.commands._inventory import inventory_path, load_inventory_from_args
-from deployctl.commands.output import emit_json
+from deployctl.console.inventory_args import inventory_path, load_inventory_from_args
+from deployctl.console.output import emit_json
 from deployctl.errors import InputError
 from deployctl.inventory.model import resolve_profile
 from deployctl.preflight.run import unshipped_flag_findings
 from deployctl.units.render import render_unit
+
 
 NAME = "validate"
 HELP = "check the inventory; list every problem with file, line and key path"

@@ -20,7 +20,7 @@ from deployctl.inventory.policy import Policy
 from deployctl.inventory.problems import Problem, dotted
 from deployctl.inventory.pydantic_problems import pydantic_message, show_value
 from deployctl.inventory.schema import EnvRef
-from deployctl.units.escape import ENV_NAME, forbidden_character
+from deployctl.unit_escape import ENV_NAME, forbidden_character
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -181,7 +181,7 @@ class Policy(_Strict):
     gates: StartupGates = Field(default_factory=StartupGates)
     # A rollback verifies the restored baseline with a short sweep at these levels.
     verify_concurrency: list[int] = Field(default=[1, 16], min_length=1)
-    # The dead-man's switch (deployctl.promote.dead_man): a controller with no progress (no step, no finished
+    # The dead-man's switch (deployctl.decisions.dead_man): a controller with no progress (no step, no finished
     # request) for dead_man_s is stopped. None → the startup or request timeout, whichever is longer, + 60 s.
     dead_man_s: float | None = Field(default=None, gt=0)
     # How often PID 1 checks that the controller lives: a dead one's candidate serves at most this long.

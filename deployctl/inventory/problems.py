@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from deployctl.errors import InputError
-from deployctl.units.escape import forbidden_character
+from deployctl.unit_escape import forbidden_character
 
 
 @dataclass(frozen=True, order=True)

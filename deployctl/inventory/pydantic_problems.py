@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from deployctl.inventory.marked_yaml import MarkedYaml
 from deployctl.inventory.problems import Problem, dotted
-from deployctl.units.escape import forbidden_character
+from deployctl.unit_escape import forbidden_character
 
 def pydantic_problems(
     exc: ValidationError, marked: MarkedYaml, file: str, root: type[BaseModel], prefix: tuple[Any, ...]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from deployctl.bench.result import BenchResult, LevelResult
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.stats import log_ratio_interval
 from deployctl.judge.metrics import METRICS, Metric
 from deployctl.judge.wording import format_interval
@@ -35,7 +35,7 @@ class AbaVerdict:
     reasons: tuple[str, ...]
 
 
-def aba_check(candidate: BenchResult, after: BenchResult, judged: Outcome, policy: JudgePolicy) -> AbaVerdict:
+def aba_check(candidate: BenchResult, after: BenchResult, judged: JudgeOutcome, policy: JudgePolicy) -> AbaVerdict:
     """Does ``judged`` (the candidate against the baseline before) hold against ``after``, the restored
     baseline the verification measured? Only FAIL and PASS can stand; the levels compared are ``after``'s."""
     metric = METRICS[policy.metric]
@@ -57,14 +57,14 @@ def aba_check(candidate: BenchResult, after: BenchResult, judged: Outcome, polic
     if not compared:
         return AbaVerdict(False, ("A-B-A: no level of the verification to compare the candidate with: the drift "
                                   "leaves the verdict in doubt",))
-    if judged is Outcome.FAIL and worse:
+    if judged is JudgeOutcome.FAIL and worse:
         return AbaVerdict(True, ("A-B-A: the candidate is clearly worse than the restored baseline too "
                                  "(worse than both the before and after baselines): the rejection stands",
                                  *worse))
-    if judged is Outcome.PASS and not worse:
+    if judged is JudgeOutcome.PASS and not worse:
         return AbaVerdict(True, ("A-B-A: the candidate is not clearly worse than the restored baseline either: "
                                  "the pass stands", *compared))
-    if judged is Outcome.FAIL:
+    if judged is JudgeOutcome.FAIL:
         why = "the candidate is not clearly worse than the restored baseline, so the drift may explain the rejection"
     else:
         why = "the candidate is clearly worse than the restored baseline, so the drift may explain the pass"

@@ -3,24 +3,15 @@ verification against the baseline, level by level (``drift_check``), and the ver
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.metrics import METRICS, split_trials
 from deployctl.judge.outcome import LevelState
 from deployctl.judge.stats import log_ratio_interval
-from deployctl.judge.verdict import LevelVerdict, Verdict
+from deployctl.judge.verdict import DriftVerdict, LevelVerdict, Verdict
 from deployctl.judge.wording import format_interval
-
-
-@dataclass(frozen=True)
-class DriftVerdict:
-    """Whether the restored baseline still performs like it did before the promotion."""
-
-    drift: bool
-    reasons: tuple[str, ...]
-    levels: tuple[LevelVerdict, ...] = ()
 
 
 def drift_check(pre: BenchResult, verify: BenchResult, policy: JudgePolicy) -> DriftVerdict:

@@ -20,7 +20,7 @@ from statistics import median
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.metrics import METRICS
 from deployctl.judge.verdict import Verdict
 
@@ -28,7 +28,7 @@ from deployctl.judge.verdict import Verdict
 def improvement_verdict(verdict: Verdict, live: BenchResult, earlier: BenchResult, policy: JudgePolicy) -> Verdict:
     """``verdict`` (the judge's, live as baseline) as it stands for a rollback: a PASS that is not better
     now becomes a FAIL whose first reason says why; every other verdict is returned as it is."""
-    if verdict.outcome is not Outcome.PASS:
+    if verdict.outcome is not JudgeOutcome.PASS:
         return verdict
     metric = METRICS[policy.metric]
     sign = 1.0 if metric.higher_is_better else -1.0
@@ -53,7 +53,7 @@ def improvement_verdict(verdict: Verdict, live: BenchResult, earlier: BenchResul
 
 
 def _not_better(verdict: Verdict, why: str) -> Verdict:
-    return replace(verdict, outcome=Outcome.FAIL, more_trials={},
+    return replace(verdict, outcome=JudgeOutcome.FAIL, more_trials={},
                    reasons=(f"not better now: {why}; the live release stays", *verdict.reasons))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Outcome(str, Enum):
+class JudgeOutcome(str, Enum):
     PASS = "PASS"
     FAIL = "FAIL"
     INCONCLUSIVE = "INCONCLUSIVE"

@@ -57,6 +57,10 @@ class ReuseDecision:
     reasons: tuple[str, ...]  # why not, or what is reused and how old
 
 
+# A baseline of the same unit, host, version and sweep this recent is reused by promote and bisect.
+BASELINE_MAX_AGE_S = 3600.0
+
+
 def reuse_decision(
     stored: BaselineFingerprint, measured_at: float, current: BaselineFingerprint, now: float, max_age_s: float
 ) -> ReuseDecision:

@@ -38,7 +38,7 @@ from scipy.special import chdtri
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, mean_estimate
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.pooling import shares_shock, trial_effect
 from deployctl.judge.stats import (
     DEFAULT_RESTART_SIGMA, ChangeInterval, NoiseEstimate, RestartNoise, Spread, effective_df, pool, t_quantile,
@@ -112,7 +112,7 @@ def critical_levels(policy: JudgePolicy, baseline: BenchResult) -> list[int]:
 class StartsVerdict:
     """The candidate against the baseline measured on two server starts."""
 
-    outcome: Outcome  # FAIL or INCONCLUSIVE (never PASS: the candidate is rolled back by then)
+    outcome: JudgeOutcome  # FAIL or INCONCLUSIVE (never PASS: the candidate is rolled back by then)
     reasons: tuple[str, ...]  # the first line says what decided it, in the operator's words
     restart: RestartNoise  # the σ_r the test used (guard or learned): shown and stored
     interval: ChangeInterval | None = None  # the sweep's mean change, None when no level could be compared
@@ -181,13 +181,13 @@ def over_starts_needed(verdict: Verdict, baseline: BenchResult, candidate: Bench
     """
     if not verdict.final:
         return False
-    if verdict.outcome is Outcome.INCONCLUSIVE:
+    if verdict.outcome is JudgeOutcome.INCONCLUSIVE:
         return True
-    if verdict.outcome is Outcome.PASS:
+    if verdict.outcome is JudgeOutcome.PASS:
         return not pass_robust(verdict, baseline, candidate, policy, noise, restart)
-    if verdict.outcome is not Outcome.FAIL:
+    if verdict.outcome is not JudgeOutcome.FAIL:
         return False
-    if judge(baseline, candidate, policy, noise, restart_in_force(restart)).outcome is Outcome.FAIL:
+    if judge(baseline, candidate, policy, noise, restart_in_force(restart)).outcome is JudgeOutcome.FAIL:
         return False
     test = _compare([baseline], [candidate], policy, noise, restart, pairs=False)
     return not isinstance(test, _Test) or not test.failed
@@ -210,7 +210,7 @@ def pass_robust(verdict: Verdict, baseline: BenchResult, candidate: BenchResult,
 
     True for anything but a final PASS (nothing to re-check) and for a sweep without critical levels (none
     decides); False where the sweep cannot be compared on one start a side."""
-    if not verdict.final or verdict.outcome is not Outcome.PASS:
+    if not verdict.final or verdict.outcome is not JudgeOutcome.PASS:
         return True
     return _pass_doubt(baseline, candidate, policy, noise, restart) is None
 
@@ -236,7 +236,7 @@ def recheck_pass(verdict: Verdict, baseline: BenchResult, candidate: BenchResult
             else "the policy (inconclusive: keep_candidate) keeps the candidate all the same")
     head = f"INCONCLUSIVE: PASS on one server start a side, but {how}: {then}"
     stage1 = (f"stage 1, one server start a side: {verdict.reasons[0]}",) if verdict.reasons else ()
-    return replace(verdict, outcome=Outcome.INCONCLUSIVE, more_trials={},
+    return replace(verdict, outcome=JudgeOutcome.INCONCLUSIVE, more_trials={},
                    reasons=(head, *((detail,) if detail else ()), *stage1, *verdict.reasons[1:]))
 
 
@@ -310,7 +310,7 @@ def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult |
     candidates = [candidate] if isinstance(candidate, BenchResult) else list(candidate)
     test = _compare(baselines, candidates, policy, noise, restart, pairs=True)
     if not isinstance(test, _Test):
-        return StartsVerdict(Outcome.INCONCLUSIVE, (f"INCONCLUSIVE over server starts: {test}, so whether a restart "
+        return StartsVerdict(JudgeOutcome.INCONCLUSIVE, (f"INCONCLUSIVE over server starts: {test}, so whether a restart "
                                                     "offset explains the verdict cannot be told",),
                              restart_in_force(restart))
     on = f"the baseline on {len(baselines)} server starts" + (
@@ -330,7 +330,7 @@ def judge_over_starts(baselines: Sequence[BenchResult], candidate: BenchResult |
                 "is not kept")
     lines = [f"{c.name}: {format_interval(c.interval)}, limit {c.limit}" + (": regressed beyond the limit" if c.failed else "")
              for c in test.levels if len(test.levels) > 1]
-    return StartsVerdict(Outcome.FAIL if test.failed else Outcome.INCONCLUSIVE,
+    return StartsVerdict(JudgeOutcome.FAIL if test.failed else JudgeOutcome.INCONCLUSIVE,
                          (head, f"restart σ {sigma:.1f} % a start: {test.restart.source}", *lines, test.between),
                          test.restart, sweep.interval)
 

@@ -33,20 +33,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from deployctl.bench.result import BenchResult, LevelResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.metrics import METRICS, Metric, set_aside_outliers, split_trials
-from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.pooling import Shared, shared_spreads
 from deployctl.judge.sequential import SPENDING_RHO, decide, look_boundary
 from deployctl.judge.stats import DEFAULT_RESTART, ChangeInterval, NoiseEstimate, RestartNoise, log_ratio_interval
 from deployctl.judge.sweep import false_fail_per_test, sweep_correlation, sweep_shock, sweep_spreads
 from deployctl.judge.wording import format_interval, format_pct, signed
 
-if TYPE_CHECKING:  # drift.py builds on the verdict; a verdict only carries its drift
-    from deployctl.judge.drift import DriftVerdict
 
 
 # Worst first: how level states combine.
@@ -120,13 +118,22 @@ def _df(df: float) -> str:
 
 
 @dataclass(frozen=True)
+class DriftVerdict:
+    """Whether the restored baseline still performs like it did before the promotion."""
+
+    drift: bool
+    reasons: tuple[str, ...]
+    levels: tuple[LevelVerdict, ...] = ()
+
+
+@dataclass(frozen=True)
 class Verdict:
-    outcome: Outcome
+    outcome: JudgeOutcome
     levels: tuple[LevelVerdict, ...]
     reasons: tuple[str, ...]
     more_trials: dict[int, int] = field(default_factory=dict)  # concurrency → extra candidate trials
     notes: tuple[str, ...] = ()
-    drift: "DriftVerdict | None" = None
+    drift: DriftVerdict | None = None
     noise: NoiseInForce | None = None
 
     @property
@@ -168,7 +175,7 @@ def judge(
         if baseline.level(lv.concurrency) is None
     )
     if not levels:
-        return Verdict(Outcome.INVALID, (), ("the baseline has no levels: nothing to judge",), notes=notes)
+        return Verdict(JudgeOutcome.INVALID, (), ("the baseline has no levels: nothing to judge",), notes=notes)
     in_force = NoiseInForce(restart.sigma, restart.df, restart.source, tuple(
         LevelNoise(lv.concurrency, ch.interval.sigma, ch.interval.df,
                    ch.interval.n_baseline + ch.interval.n_candidate - 2 + ch.interval.shared_df + ch.interval.prior_df,
@@ -184,14 +191,14 @@ def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdic
     states = {lv.state for lv in critical}
     more: dict[int, int] = {}
     if LevelState.FAIL in states:
-        outcome = Outcome.FAIL
+        outcome = JudgeOutcome.FAIL
     elif LevelState.INVALID in states:
-        outcome = Outcome.INVALID
+        outcome = JudgeOutcome.INVALID
     elif LevelState.UNKNOWN in states:
-        outcome = Outcome.INCONCLUSIVE
+        outcome = JudgeOutcome.INCONCLUSIVE
         more = {lv.concurrency: lv.more_trials for lv in critical if lv.more_trials}
     else:
-        outcome = Outcome.PASS
+        outcome = JudgeOutcome.PASS
     ordered = sorted(critical, key=lambda lv: (_SEVERITY[lv.state], lv.concurrency))
     reasons = [_headline(outcome, critical, more)]
     reasons += [lv.reason for lv in ordered]
@@ -200,20 +207,20 @@ def _combine(levels: tuple[LevelVerdict, ...], notes: tuple[str, ...]) -> Verdic
     return Verdict(outcome, levels, tuple(reasons), more, notes + level_notes)
 
 
-def _headline(outcome: Outcome, critical: list[LevelVerdict], more: dict[int, int]) -> str:
+def _headline(outcome: JudgeOutcome, critical: list[LevelVerdict], more: dict[int, int]) -> str:
     def at(state: LevelState) -> str:
         return ", ".join(f"C={lv.concurrency}" for lv in critical if lv.state == state)
 
     if not critical:
         return "PASS: every level is advisory, none decides"
-    if outcome is Outcome.FAIL:
+    if outcome is JudgeOutcome.FAIL:
         return f"FAIL: {at(LevelState.FAIL)} regressed beyond the limit"
-    if outcome is Outcome.INVALID:
+    if outcome is JudgeOutcome.INVALID:
         return f"INVALID: {at(LevelState.INVALID)} cannot be judged"
-    if outcome is Outcome.INCONCLUSIVE and more:
+    if outcome is JudgeOutcome.INCONCLUSIVE and more:
         asked = ", ".join(f"C={c} +{n}" for c, n in sorted(more.items()))
         return f"INCONCLUSIVE so far: more candidate trials needed ({asked})"
-    if outcome is Outcome.INCONCLUSIVE:
+    if outcome is JudgeOutcome.INCONCLUSIVE:
         return f"INCONCLUSIVE: {at(LevelState.UNKNOWN)} still unclear with the trial budget spent"
     return "PASS: no critical level regressed beyond its limit"
 
@@ -374,3 +381,4 @@ def render_verdict(verdict: Verdict) -> str:
     lines = [verdict.reasons[0]] + [f"  {r}" for r in verdict.reasons[1:]]
     lines += [f"  note: {n}" for n in verdict.notes]
     return "\n".join(lines)
+

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.metrics import METRICS
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 
 if TYPE_CHECKING:
     from deployctl.judge.changepoint import ChangePoint
@@ -55,7 +55,7 @@ class WatchVerdict:
 
 @dataclass(frozen=True)
 class CheckVerdict:
-    """Another check's outcome in the same watch (``deployctl.live.canary.WatchCheck``)."""
+    """Another check's outcome in the same watch (``deployctl.flows.canary_watch.WatchCheck``)."""
 
     health: Health
     reasons: tuple[str, ...] = ()
@@ -96,9 +96,9 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
     verdict = judge(reference, now, judge_policy) if reference is not None else None
     if verdict is None:
         reasons.append("first measurement of this release: it is the reference from now on")
-    elif verdict.outcome is Outcome.FAIL:
+    elif verdict.outcome is JudgeOutcome.FAIL:
         reasons.extend(lv.reason for lv in verdict.levels if lv.role == "critical" and lv.state.value == "FAIL")
-    elif verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.INVALID):
+    elif verdict.outcome in (JudgeOutcome.INCONCLUSIVE, JudgeOutcome.INVALID):
         reasons.extend(f"not decided: {lv.reason}" for lv in verdict.levels
                        if lv.role == "critical" and lv.state.value in ("UNKNOWN", "INVALID"))
     higher_is_better = METRICS[judge_policy.metric].higher_is_better
@@ -109,8 +109,8 @@ def watch_verdict(reference: BenchResult | None, now: BenchResult, series: Mappi
         f"C={s.concurrency}: a persistent step of {s.point.change_pct:+.1f} % from watch {s.point.index + 1} of "
         f"{s.watches} (change point, p={s.point.pvalue:.1g})" for s in worse
     )
-    degraded = (verdict is not None and verdict.outcome is Outcome.FAIL) or bool(worse)
-    unclear = verdict is not None and verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.INVALID)
+    degraded = (verdict is not None and verdict.outcome is JudgeOutcome.FAIL) or bool(worse)
+    unclear = verdict is not None and verdict.outcome in (JudgeOutcome.INCONCLUSIVE, JudgeOutcome.INVALID)
     health = Health.DEGRADED if degraded else Health.UNCLEAR if unclear else Health.OK
     return WatchVerdict(health, verdict, shifts, tuple(reasons))
 

@@ -15,9 +15,9 @@ from deployctl.live.step_context import StepContext, unusable
 from deployctl.outputgate.probes import shipped
 from deployctl.outputgate.record import ReferenceSet, reference_key
 from deployctl.outputgate.verdict import decide
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import bench_key, version_key
-from deployctl.promote.records import StoredBench
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import bench_key, version_key
+from deployctl.decisions.records import StoredBench
 
 
 class BaselineSteps(StepContext):

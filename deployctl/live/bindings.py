@@ -1,5 +1,5 @@
 """The runner's protocols bound to the real modules: systemd, unit files, journal, startup parser, judge,
-gates, pre-flight (the benchmark's binding, ``LiveBench``, is in ``deployctl.live.measure``). Each class
+gates, pre-flight (the benchmark's binding, ``LiveBench``, is in ``deployctl.load.measure``). Each class
 translates into the runner's evidence types; the modules' own APIs stay theirs. ``live_adapters(site,
 profile)`` builds the set a promote runs with.
 """
@@ -17,19 +17,19 @@ from deployctl.adapters.systemd import Systemd
 from deployctl.bench.result import BenchResult
 from deployctl.errors import SystemdError
 from deployctl.inventory.policy import Policy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import (
     StartsVerdict, critical_levels, judge_over_starts, over_starts_needed, recheck_pass, starts_a_side, verification_plan,
 )
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.judge.verdict import Verdict
-from deployctl.live.measure import LiveBench
+from deployctl.load.measure import LiveBench
 from deployctl.live.output_gate import LiveOutputs
 from deployctl.live.protocols import Adapters, Guard, Progress, QuietProgress
-from deployctl.live.restart import http_health_probe, read_startup, restart_and_wait
-from deployctl.live.site import Site
-from deployctl.promote.canary import ServerStart
-from deployctl.promote.evidence import (
+from deployctl.operations.restart import http_health_probe, read_startup, restart_and_wait
+from deployctl.operations.site import Site
+from deployctl.decisions.canary import ServerStart
+from deployctl.decisions.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,
@@ -209,7 +209,7 @@ class LiveJudge:
         return judge_over_starts(baselines, candidates, self.policy.judge, noise, restart)
 
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
-              judged: Outcome | None = None) -> DriftResult:
+              judged: JudgeOutcome | None = None) -> DriftResult:
         """The restored baseline against the one before; drifted, and with a ``judged`` PASS or FAIL of
         ``candidate`` to weigh, the A-B-A reading says whether that verdict stands (``deployctl.judge.aba``)."""
         from deployctl.judge.aba import aba_check
@@ -219,7 +219,7 @@ class LiveJudge:
         # The canary's rollback trial (``improvement``) fails a release that is merely not better: "not
         # worse than the restored baseline" does not make that FAIL doubtful, and its status quo (the
         # degraded release stays, alerted) is the conservative side either way.
-        if not verdict.drift or candidate is None or judged not in (Outcome.PASS, Outcome.FAIL) or self.improvement:
+        if not verdict.drift or candidate is None or judged not in (JudgeOutcome.PASS, JudgeOutcome.FAIL) or self.improvement:
             return DriftResult(bool(verdict.drift), tuple(verdict.reasons))
         aba = aba_check(candidate, verify, judged, self.policy.judge)
         return DriftResult(True, tuple(verdict.reasons) + aba.reasons, in_doubt=not aba.stands)

@@ -8,18 +8,18 @@ import aiohttp
 from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.sglang_logprobs import LogprobClient, gather_limited
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.watch import CheckVerdict, Health
 from deployctl.live.protocols import Outputs
-from deployctl.live.site import Site
+from deployctl.operations.site import Site
 from deployctl.outputgate.compare import Reference
 from deployctl.outputgate.probes import ProbeSet, shipped
 from deployctl.outputgate.record import Measured, ReferenceSet, scores_from_dict, scores_to_dict
 from deployctl.outputgate.verdict import decide
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 
 WATCH_REFERENCE = "outputs-watch-reference"  # a live release's answers at its first watch
-_HEALTH = {Outcome.PASS: Health.OK, Outcome.FAIL: Health.DEGRADED}
+_HEALTH = {JudgeOutcome.PASS: Health.OK, JudgeOutcome.FAIL: Health.DEGRADED}
 
 
 def probe_set(policy: OutputGatePolicy) -> ProbeSet:
@@ -59,7 +59,7 @@ class LiveOutputs:
 
 
 class OutputWatch:
-    """The canary's look at what the live release says (``deployctl.live.canary.WatchCheck``): a subset of
+    """The canary's look at what the live release says (``deployctl.flows.canary_watch.WatchCheck``): a subset of
     the probes (``gates.output.watch_probes``); the release's answers at its first watch are its reference
     (with their A/A floor); later watches score them and answer again: changed answers are degraded."""
 

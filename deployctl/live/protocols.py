@@ -1,7 +1,7 @@
 """What the promote runner needs from the outside world: one small protocol per kind of action.
 
 ``deployctl.live.bindings`` binds them to the real modules; tests script them (tests/support/promote.py).
-They speak the promote's evidence types (``deployctl.promote.evidence``), never dicts.
+They speak the promote's evidence types (``deployctl.decisions.evidence``), never dicts.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.outputgate.record import Measured, ReferenceSet
-from deployctl.promote import machine as m
-from deployctl.promote.canary import ServerStart
-from deployctl.promote.evidence import (
+from deployctl.decisions import machine as m
+from deployctl.decisions.canary import ServerStart
+from deployctl.decisions.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,
@@ -55,7 +55,7 @@ class Judge(Protocol):
         *, restart: RestartNoise | None = None,
     ) -> JudgeResult: ...
     def drift(self, pre: BenchResult, verify: BenchResult, candidate: BenchResult | None = None,
-              judged: Verdict | None = None) -> DriftResult: ...
+              judged: JudgeOutcome | None = None) -> DriftResult: ...
     def over_starts(self, baselines: Sequence[BenchResult], candidates: Sequence[BenchResult],
                     noise: Mapping[int, NoiseEstimate] | None, restart: RestartNoise | None) -> StartsVerdict: ...
 
@@ -89,7 +89,7 @@ class Outputs(Protocol):
 
 
 class Guard(Protocol):
-    """The dead-man's switch (deployctl.live.dead_man): armed once a candidate is installed, disarmed at the end."""
+    """The dead-man's switch (deployctl.operations.dead_man): armed once a candidate is installed, disarmed at the end."""
 
     async def arm(self, release_id: int) -> str: ...
     def renew(self) -> None: ...  # progress: a step, a finished request (cheap, called often)

@@ -1,11 +1,11 @@
 """The promote runner: act → record → advance, until the machine says it is over.
 
-It does each action of the machine (``deployctl.promote.machine``) through the protocols of
+It does each action of the machine (``deployctl.decisions.machine``) through the protocols of
 ``deployctl.live.protocols`` (``Units``, ``Bench``, ``Judge``, ``Preflight``, ``Startup``): tests script
 them, ``deployctl.live.bindings`` binds them to systemd, the journal and the load client. It writes to the
 ledger itself: before every action the machine's state and the action's intent, after it the outcome and
 the evidence. The plan, the lock and the release row come from the verb before the runner starts. A
-controller killed at any point leaves enough for ``deployctl.live.recovery`` to roll back or finish.
+controller killed at any point leaves enough for ``deployctl.flows.recover`` to roll back or finish.
 
 An abort (``deployctl abort`` sends SIGTERM; Ctrl-C) cancels the action in flight, unless it is already
 the rollback, and feeds ``Interrupted`` to the machine, which then rolls back.
@@ -22,18 +22,18 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Any, NoReturn
+from typing import Any, Awaitable, Callable, NoReturn
 
 from deployctl.adapters.ledger import LedgerError
 from deployctl.errors import DeployctlError, RollbackFailed
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.live.baseline_steps import BaselineSteps
 from deployctl.live.verify_steps import VerifySteps
 from deployctl.outputgate.probes import shipped
 from deployctl.outputgate.verdict import decide
-from deployctl.promote import machine as m
-from deployctl.promote.decided import VERDICT_EVENT, Decided
-from deployctl.promote.evidence import JudgeResult, PromoteOutcome, bench_key, describe_action
+from deployctl.decisions import machine as m
+from deployctl.decisions.decided import VERDICT_EVENT, Decided
+from deployctl.decisions.evidence import JudgeResult, PromoteOutcome, bench_key, describe_action
 
 log = logging.getLogger("deployctl")
 
@@ -147,9 +147,9 @@ class Runner(BaselineSteps, VerifySteps):
         return m.Interrupted(self.abort_reason)
 
     async def _act(self, action: m.Action) -> m.Outcome:
-        handler = getattr(self, "_do_" + type(action).__name__)
+        handler = HANDLERS[type(action)]
         try:
-            return await handler(action)
+            return await handler(self, action)
         except LedgerError:
             raise  # the record of this step is lost: no further step may run (``run`` rolls back)
         except DeployctlError as exc:
@@ -227,7 +227,7 @@ class Runner(BaselineSteps, VerifySteps):
     async def _do_CheckOutputs(self, action: m.CheckOutputs) -> m.Outcome:
         reference, floor = self.evidence.outputs_reference, self.evidence.outputs_floor
         if reference is None or floor is None or self.a.outputs is None:
-            return m.OutputsChecked(Verdict.INCONCLUSIVE, ("output gate: the baseline's answers are not at hand "
+            return m.OutputsChecked(JudgeOutcome.INCONCLUSIVE, ("output gate: the baseline's answers are not at hand "
                                                            "(a resumed promote); the baseline is kept",))
         policy = self.plan.policy.gates.output
         t0 = self.a.clock()
@@ -251,14 +251,33 @@ class Runner(BaselineSteps, VerifySteps):
         return m.Succeeded((f"kept {self.plan.profile}: {where}",))
 
 
+# Which handler does each action of the machine: a table, not a name built at run time, so that grep finds
+# the caller of every handler; tests/unit/test_runner_handlers.py checks that every type of ``m.Action`` has one.
+HANDLERS: dict[type, Callable[[Runner, Any], Awaitable[m.Outcome]]] = {
+    m.RunPreflight: Runner._do_RunPreflight,
+    m.MeasureBaseline: Runner._do_MeasureBaseline,
+    m.ConfirmBaseline: Runner._do_ConfirmBaseline,
+    m.InstallTrial: Runner._do_InstallTrial,
+    m.RestartCandidate: Runner._do_RestartCandidate,
+    m.CheckStartupGates: Runner._do_CheckStartupGates,
+    m.BenchCandidate: Runner._do_BenchCandidate,
+    m.JudgeCandidate: Runner._do_JudgeCandidate,
+    m.CheckOutputs: Runner._do_CheckOutputs,
+    m.SecondCandidateStart: Runner._do_SecondCandidateStart,
+    m.KeepCandidate: Runner._do_KeepCandidate,
+    m.RestoreBaseline: Runner._do_RestoreBaseline,
+    m.VerifyBaseline: Runner._do_VerifyBaseline,
+}
+
+
 def _failure(action: m.Action, reason: str) -> m.Outcome:
     """A failed action, as the outcome its phase expects."""
     if isinstance(action, m.VerifyBaseline):
         return m.Verified(False, reasons=(reason,))
     if isinstance(action, m.JudgeCandidate):
-        return m.Judged(Verdict.INVALID, (reason,))
+        return m.Judged(JudgeOutcome.INVALID, (reason,))
     if isinstance(action, m.CheckOutputs):
-        return m.OutputsChecked(Verdict.INVALID, (f"output gate: {reason}",))
+        return m.OutputsChecked(JudgeOutcome.INVALID, (f"output gate: {reason}",))
     return m.Failed((reason,))
 
 

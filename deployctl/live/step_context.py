@@ -13,8 +13,8 @@ from deployctl.bench.result import BenchResult
 from deployctl.judge.noise import learn_history, learn_restart, restart_pair
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
 from deployctl.live.protocols import Adapters
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import Evidence, Plan, StartOutcome, bench_key
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import Evidence, Plan, StartOutcome, bench_key
 
 
 class StepContext:

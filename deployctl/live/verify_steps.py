@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from deployctl.bench.result import BenchResult
-from deployctl.judge.outcome import Outcome as Verdict
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.live.step_context import StepContext, unusable
-from deployctl.promote import machine as m
-from deployctl.promote.decided import VERDICT_EVENT, decided
-from deployctl.promote.evidence import SECOND_START_ROLE
+from deployctl.decisions import machine as m
+from deployctl.decisions.decided import VERDICT_EVENT, decided
+from deployctl.decisions.evidence import SECOND_START_ROLE
 
 
 class VerifySteps(StepContext):
@@ -75,7 +75,7 @@ class VerifySteps(StepContext):
         drift = self.a.judge.drift(before, result, candidate, judged)
         self.evidence.drift = drift
         # A drift of throughput never explains changed answers: an output-gate rejection stands.
-        wrong = self.evidence.output is not None and self.evidence.output.outcome is not Verdict.PASS
+        wrong = self.evidence.output is not None and self.evidence.output.outcome is not JudgeOutcome.PASS
         return m.Verified(True, drift=drift.drifted, reasons=drift.reasons, in_doubt=drift.in_doubt and not wrong)
 
     async def _baseline_again(self, plan: dict[int, int], levels: list[int]) -> BenchResult | m.Verified | str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.outputgate.accuracy import Paired, paired
 from deployctl.outputgate.compare import Reference, Scored, ShiftStats, shift, stats
 from deployctl.outputgate.probes import ProbeSet, correct
@@ -31,7 +31,7 @@ class Example:
 
 @dataclass(frozen=True)
 class OutputVerdict:
-    outcome: Outcome
+    outcome: JudgeOutcome
     reasons: tuple[str, ...]
     probe_version: str
     accuracy: Paired
@@ -64,7 +64,7 @@ def decide(policy: OutputGatePolicy, probes: ProbeSet, refs: Mapping[str, Refere
             f"same top token {_pct(cand.same_top_pct)} (A/A {_pct(floor.same_top_pct)}, limit "
             f"{_pct(policy.min_same_top_pct)}), probes {probes.version}")
 
-    def verdict(outcome: Outcome, reasons: list[str]) -> OutputVerdict:
+    def verdict(outcome: JudgeOutcome, reasons: list[str]) -> OutputVerdict:
         return OutputVerdict(outcome, tuple(reasons), probes.version, acc, cand, floor, examples, failed, requests)
 
     changed = []
@@ -77,13 +77,13 @@ def decide(policy: OutputGatePolicy, probes: ProbeSet, refs: Mapping[str, Refere
         changed.append(f"same top token {_pct(cand.same_top_pct)} < {_pct(policy.min_same_top_pct)} "
                        f"(A/A {_pct(floor.same_top_pct)})")
     if changed:  # a clear change stands even when some probes failed: what was measured already shows it
-        return verdict(Outcome.FAIL, ["output changed: " + "; ".join(changed)])
+        return verdict(JudgeOutcome.FAIL, ["output changed: " + "; ".join(changed)])
     total = requests or 1
     if 100.0 * failed / total > policy.max_failed_pct:
-        return verdict(Outcome.INCONCLUSIVE, [f"output gate: {failed} of {requests} probe requests failed; "
+        return verdict(JudgeOutcome.INCONCLUSIVE, [f"output gate: {failed} of {requests} probe requests failed; "
                                               f"no verdict on the outputs ({said})"])
     if not refs or cand.tokens == 0:
-        return verdict(Outcome.INCONCLUSIVE, ["output gate: no probe answer could be compared"])
+        return verdict(JudgeOutcome.INCONCLUSIVE, ["output gate: no probe answer could be compared"])
     noisy = []
     if floor.mean_kl * policy.floor_margin > policy.max_mean_kl:
         noisy.append(f"its A/A mean KL {floor.mean_kl:.2g} is within ×{policy.floor_margin:g} of the limit")
@@ -91,10 +91,10 @@ def decide(policy: OutputGatePolicy, probes: ProbeSet, refs: Mapping[str, Refere
         noisy.append(f"its A/A same top token {_pct(floor.same_top_pct)} is within ×{policy.floor_margin:g} "
                      "of the limit")
     if noisy:
-        return verdict(Outcome.INCONCLUSIVE, ["output gate: the baseline server disagrees with itself too much "
+        return verdict(JudgeOutcome.INCONCLUSIVE, ["output gate: the baseline server disagrees with itself too much "
                                               "to judge (" + "; ".join(noisy) + "); raise gates.output limits "
                                               "or make the server deterministic"])
-    return verdict(Outcome.PASS, [f"outputs unchanged: {said}"])
+    return verdict(JudgeOutcome.PASS, [f"outputs unchanged: {said}"])
 
 
 def _examples(probes: ProbeSet, refs: Mapping[str, Reference], scores: Mapping[str, Scored],

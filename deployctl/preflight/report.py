@@ -77,3 +77,15 @@ class PreflightReport:
 def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     """Worst first, otherwise in the order the checks produced them."""
     return tuple(sorted(findings, key=lambda f: LEVELS.index(f.level)))
+
+
+def format_report(report: PreflightReport) -> str:
+    where = f"SGLang {report.sglang_version}" if report.sglang_version else "SGLang version unknown"
+    lines = [f"{report.deployment} ({report.profile} profile) · {where} · {report.python}"]
+    for finding in report.findings:
+        lines.append(f"{finding.level:<5} {finding.code}: {finding.message}")
+        if finding.hint:
+            lines.append(f"      fix: {finding.hint}")
+        lines.append(f"      source: {finding.source}")
+    lines.append(report.summary())
+    return "\n".join(lines)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Sequence
 
-from deployctl.promote.records import Event, Release
+from deployctl.decisions.records import Event, Release
 from deployctl.startup.diff import diff_startups
 from deployctl.startup.parser import StartupReport
 from deployctl.units.profilediff import diff_profiles, format_profile_diff

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from deployctl.bench.result import BenchResult
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 from deployctl.reporting.charts import FAIL_COLOUR, SMALL, Chart, Table, colour, fmt, render
 from deployctl.reporting.page import Page, render_page
 from deployctl.reporting.story import mean_or_none, set_aside_trials, trial_values

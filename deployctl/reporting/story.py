@@ -10,8 +10,8 @@ from deployctl.bench.result import BenchResult, TrialResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.stats import ChangeInterval
 from deployctl.judge.metrics import METRICS
-from deployctl.promote.decided import Decided, decided
-from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.decisions.decided import Decided, decided
+from deployctl.decisions.records import Event, Release, StoredBench
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def release_story(
     """The story of a promote (or rollback): its sweeps, the judge's interval per level, its phases.
 
     ``reused_baseline`` is the baseline measurement another release took, when this one reused it.
-    The verdicts and intervals are the ones stored with the release (``deployctl.promote.decided``): what
+    The verdicts and intervals are the ones stored with the release (``deployctl.decisions.decided``): what
     was decided, under the policy and noise then in force. With ``recompute`` — or for a release stored
     without them — the judge runs again on the stored trials under ``policy`` (``policy_said`` names it).
     The output gate's verdict comes with it when the gate ran.

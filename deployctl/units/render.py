@@ -1,6 +1,6 @@
 """Render a deployment's profile into a systemd unit (Jinja2, StrictUndefined).
 
-The only importer of Jinja2. Every value reaches the template already quoted by ``deployctl.units.escape``
+The only importer of Jinja2. Every value reaches the template already quoted by ``deployctl.unit_escape``
 (and the same quoting is offered to custom templates as filters), so the template decides layout,
 never escaping. The unit carries ``X-Deployctl-Deployment/Profile/Hash`` in ``[Unit]``; the hash is the
 SHA-256 of the unit text with the hash's own value blanked, so ``deployctl.units.stamp.read_stamp`` can tell
@@ -27,7 +27,7 @@ from deployctl.inventory.model import (
     ResolvedProfile,
     resolve_profile,
 )
-from deployctl.units.escape import (
+from deployctl.unit_escape import (
     EnvArg,
     environment_assignment,
     exec_arg,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from deployctl.commands.bisect import likely_harmless
+from deployctl.flows.bisect import likely_harmless
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
-from deployctl.live.bisect import search_changes
-from deployctl.live.site import make_site
+from deployctl.flows.bisect import search_changes
+from deployctl.operations.site import make_site
 
 
 def test_a_flag_preflight_calls_a_no_op_on_this_gpu_is_a_likely_harmless_change(tmp_path):

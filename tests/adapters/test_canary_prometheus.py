@@ -16,7 +16,7 @@ from support.users import UserLoad, requests_by_source
 
 from deployctl.inventory.policy import PrometheusSource
 from deployctl.judge.passive import idle, window_result
-from deployctl.live.passive_watch import query_window
+from deployctl.load.passive_watch import query_window
 from deployctl.sim.probe import launch, wait_ready
 
 QWEN = ("--model-path Qwen/Qwen3.5-122B-A10B --served-model-name qwen3.5-122b --tp 4 --enable-metrics").split()

@@ -17,10 +17,10 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.commands.demo import demo_inventory
 from deployctl.inventory.model import load_inventory
 from deployctl.judge.noise import WATCH_AFTER_RESTART
-from deployctl.live.canary import REFERENCE, WATCH, _noted_start, _reference, rebaseline, watch
-from deployctl.live.site import make_site
-from deployctl.promote.canary import ServerStart, WatchStart
-from deployctl.promote.evidence import bench_key
+from deployctl.flows.canary_watch import REFERENCE, WATCH, _noted_start, _reference, rebaseline, watch
+from deployctl.operations.site import make_site
+from deployctl.decisions.canary import ServerStart, WatchStart
+from deployctl.decisions.evidence import bench_key
 
 
 def test_the_stored_baseline_is_pinned_at_first_use_and_a_later_one_does_not_move_it(tmp_path):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from deployctl.inventory.policy import Policy
-from deployctl.live.canary_units import Paths, UnitValueError, canary_timer, example_texts, schedule_dropin, unit_texts
-from deployctl.promote.canary import every_to_calendar
+from deployctl.operations.canary_units import Paths, UnitValueError, canary_timer, example_texts, schedule_dropin, unit_texts
+from deployctl.decisions.canary import every_to_calendar
 
 SYSTEMD_DIR = Path(__file__).resolve().parents[2] / "systemd"
 
@@ -89,7 +89,7 @@ def test_the_schedule_dropin_replaces_the_default_calendar():
 
 
 def test_a_deployctl_under_tmp_gets_no_private_tmp_that_would_hide_it() -> None:
-    from deployctl.live.canary_units import private_tmp_for
+    from deployctl.operations.canary_units import private_tmp_for
 
     assert private_tmp_for("/opt/deployctl/.venv/bin/python", "/etc/deployctl/inventory.yaml") == "yes"
     assert private_tmp_for("/tmp/ci/.venv/bin/python", "/etc/deployctl/inventory.yaml") == "no"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from deployctl.adapters.lock import DeploymentLock
-from deployctl.commands.canary import _stoppable
-from deployctl.commands.promote import abort_request_path
+from deployctl.flows.canary import _stoppable
+from deployctl.flows.abort import abort_request_path
 from deployctl.errors import ExitCode, Interrupted
 
 

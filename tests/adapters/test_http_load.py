@@ -18,7 +18,7 @@ from support.sglang import FakeSglang, small_policy
 from deployctl.adapters.http_load import LoadClient, LoadError
 from deployctl.bench.result import BenchResult, LevelTelemetry, merge_results
 from deployctl.bench.table import render_table
-from deployctl.live.sweep import run_sweep
+from deployctl.load.sweep import run_sweep
 
 
 class Collect:

@@ -12,7 +12,7 @@ from deployctl.adapters.http_load import MAX_ERROR_BODY, LoadClient, LoadError, 
 from deployctl.bench.metrics import StreamRecorder
 from deployctl.bench.plan import LevelPlan, Workload
 from deployctl.bench.sse import MAX_EVENT_BYTES, SseDecoder, SseEventTooLong
-from deployctl.live.trial import run_trial
+from deployctl.load.trial import run_trial
 
 GOOD = (b"data: " + json.dumps({"choices": [{"text": "a"}], "usage": None}).encode() + b"\n\n"
         + b"data: " + json.dumps({"choices": [], "usage": {"completion_tokens": 1, "prompt_tokens": 3}}).encode()

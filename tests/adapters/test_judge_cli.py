@@ -9,7 +9,7 @@ import pytest
 from support.sweeps import BASE, sweep
 
 from deployctl.commands import judge as verb
-from deployctl.commands.options import add_global_options
+from deployctl.console.options import add_global_options
 from deployctl.errors import InputError
 
 

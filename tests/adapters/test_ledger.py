@@ -11,7 +11,7 @@ from deployctl.adapters.ledger import Ledger, resolve_state_dir, who_from_env
 from deployctl.adapters.ledger.schema import LEDGER_VERSION, SCHEMA
 from deployctl.errors import InputError
 from deployctl.facts.secrets import REDACTED, redact_mapping, redact_text
-from deployctl.promote.canary import ServerStart, WatchStart
+from deployctl.decisions.canary import ServerStart, WatchStart
 
 NO_LEVELS = bench({})
 

@@ -13,7 +13,7 @@ from support.sglang import FakeSglang, small_policy
 
 from deployctl.bench.metrics import RETRACT_MARKER
 from deployctl.inventory.policy import Policy
-from deployctl.live.measure import LiveBench
+from deployctl.load.measure import LiveBench
 from deployctl.startup.journal_line import JournalLine
 
 SIM_GPU = {"index": 0, "name": "NVIDIA RTX PRO 6000", "power_w": 250.0, "power_limit_w": 600.0,

@@ -16,7 +16,7 @@ from deployctl.adapters.lock import DeploymentLock, Holder, is_alive, process_st
 from deployctl.commands.demo import demo_inventory
 from deployctl.errors import Busy, ExitCode
 from deployctl.inventory.model import load_inventory
-from deployctl.live.site import make_site
+from deployctl.operations.site import make_site
 
 HOLD = """
 import sys, time

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from deployctl.live.restart import http_health_probe
+from deployctl.operations.restart import http_health_probe
 
 
 async def serve(status: bytes) -> tuple[asyncio.AbstractServer, int]:

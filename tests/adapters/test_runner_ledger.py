@@ -20,11 +20,11 @@ from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, RollbackFailed
-from deployctl.judge.outcome import Outcome
-from deployctl.live.recovery import recover, recovery_plan
+from deployctl.judge.outcome import JudgeOutcome
+from deployctl.flows.recover import recover, recovery_plan
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import JudgeResult
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import JudgeResult
 
 
 def _begin(ledger: Ledger) -> tuple[int, int]:
@@ -83,7 +83,7 @@ async def test_every_side_effect_finds_its_intent_already_in_the_ledger(tmp_path
 async def test_the_rollback_finds_its_intent_already_in_the_ledger(tmp_path: Path) -> None:
     rid: list[int] = []
     units = WitnessUnits(tmp_path, rid)
-    fail = FakeJudge([JudgeResult(Outcome.FAIL, ("-20 %",))])
+    fail = FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("-20 %",))])
     with Ledger.open(tmp_path) as ledger:
         prev, release = _begin(ledger)
         rid.append(release)

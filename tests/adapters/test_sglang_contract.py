@@ -1,5 +1,5 @@
 """The load client's fake SGLang and the simulator agree: one list of scenarios, run by the product's sweep
-(``deployctl.live.sweep.run_sweep`` over the load client) against ``FakeSglang`` (tests/support/sglang.py, what
+(``deployctl.load.sweep.run_sweep`` over the load client) against ``FakeSglang`` (tests/support/sglang.py, what
 the load-client and benchmark tests use) and against the simulator, the SGLang stand-in of the system tests.
 
 What is compared is what a benchmark reads from a server: the model it names, the requests' tokens (usage),
@@ -17,7 +17,7 @@ from typing import AsyncIterator, Callable
 import pytest
 from support.sglang import FakeSglang, small_policy
 
-from deployctl.live.sweep import run_sweep
+from deployctl.load.sweep import run_sweep
 from deployctl.sim.probe import launch, wait_ready
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.commands._release_verbs import adopt_installed, limits
+from deployctl.console.release_verbs import adopt_installed, limits
 from deployctl.commands.demo import demo_inventory
 from deployctl.errors import InputError
 from deployctl.inventory.model import load_inventory
 from deployctl.inventory.policy import JudgePolicy, Policy
-from deployctl.live.site import make_site
+from deployctl.operations.site import make_site
 
 
 def test_limits_follow_the_policy():
@@ -67,14 +67,14 @@ def test_a_leftover_trial_is_refused(site):
 
 
 def test_recover_now_does_nothing_where_deployctl_never_ran(site):
-    from deployctl.commands._release_verbs import recover_now
+    from deployctl.flows.recover import recover_now
 
     assert recover_now(site, "status") == []
     assert not site.state_dir.exists()
 
 
 def test_status_reads_the_live_release_without_creating_a_ledger(site):
-    from deployctl.commands._release_verbs import read_live_release
+    from deployctl.console.release_verbs import read_live_release
 
     assert read_live_release(site) == (None, "live release: none recorded (deployctl has not promoted this deployment yet)")
     assert not site.state_dir.exists()

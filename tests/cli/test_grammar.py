@@ -13,7 +13,7 @@ from testpaths import REPO
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.cli import main
-from deployctl.commands.options import complete_releases
+from deployctl.console.options import complete_releases
 from deployctl.errors import ExitCode
 
 EXAMPLE = str(REPO / "inventory" / "example.yaml")

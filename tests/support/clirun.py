@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.sim.probe import free_port
 
 __all__ = ["free_port", "run_deployctl"]

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult, LevelResult, Percentiles, TrialResult
 from deployctl.inventory.policy import BenchPolicy, JudgePolicy, Policy
-from deployctl.promote.evidence import Plan, StartOutcome
+from deployctl.decisions.evidence import Plan, StartOutcome
 from deployctl.startup.parser import StartupReport
 from deployctl.units.stamp import unit_hash
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from support.clirun import free_port
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_SIM = {"SGLANG_SIM_SPEED": "0.05", "SGLANG_SIM_TIME_SCALE": "20", "SGLANG_SIM_NOISE": "0.005"}

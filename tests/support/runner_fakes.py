@@ -11,10 +11,10 @@ from support.promote import READY, bench, plan, startup
 
 from deployctl.bench.result import BenchResult, merge_results
 from deployctl.errors import SystemdError, UnitNotFound
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.live.protocols import Adapters
-from deployctl.promote.evidence import (
+from deployctl.decisions.evidence import (
     DriftResult,
     GateResult,
     JudgeResult,
@@ -211,7 +211,7 @@ def adapters(units=None, bench_=None, judge=None, preflight=None, host=None) -> 
     return Adapters(
         units=units or FakeUnits(),
         bench=bench_ or FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1510}), bench({1: 120})]),
-        judge=judge or FakeJudge([JudgeResult(Outcome.PASS, ("within noise",))]),
+        judge=judge or FakeJudge([JudgeResult(JudgeOutcome.PASS, ("within noise",))]),
         preflight=preflight or FakePreflight(),
         startup=FakeStartup(),
         progress=Steps(),

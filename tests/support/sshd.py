@@ -14,7 +14,7 @@ from pathlib import Path
 
 from support.clirun import free_port
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 SSH_OPTIONS = "-o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 

@@ -14,8 +14,8 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint
-from deployctl.live.sandbox import Sandbox
+from deployctl.operations.restart import Endpoint
+from deployctl.sandbox import Sandbox
 
 
 @pytest.fixture(scope="session")

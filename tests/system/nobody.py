@@ -9,7 +9,7 @@ import os
 from typing import Awaitable, Callable
 
 from deployctl.adapters.systemd import Systemd
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 NOBODY = 65534  # nobody, whose primary group is nogroup (65534) on Debian
 

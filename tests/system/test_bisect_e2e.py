@@ -24,7 +24,7 @@ from support.promote_world import healthy as _healthy
 from support.promote_world import installed_profile as _installed_profile
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 

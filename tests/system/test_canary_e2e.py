@@ -23,7 +23,7 @@ from deployctl.adapters.ledger import Ledger
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.errors import ExitCode
 from deployctl.judge.noise import WATCH_AFTER_RESTART
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from support.clirun import free_port as _free_port
 from support.promote_world import FAST_SIM, POLICY, REPO, Cli, slowed, wait_for
 from support.promote_world import healthy as _healthy

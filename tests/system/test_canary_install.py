@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from testpaths import REPO
 
 pytestmark = pytest.mark.system

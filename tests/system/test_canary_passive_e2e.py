@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from support.promote_world import Cli, one_deployment, slowed
 from support.users import UserLoad, requests_by_source
 

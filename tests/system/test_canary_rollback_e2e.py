@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, Cli, one_deployment, slow_down, wait_for
 from support.promote_world import healthy as _healthy

@@ -33,7 +33,7 @@ from support.clirun import free_port
 from support.promote_world import REPO, Cli, healthy
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]

@@ -30,7 +30,7 @@ from support.clirun import free_port
 from support.promote_world import REPO, TWO_WAVES_POLICY, Cli, make_inventory, slowed, wait_for
 from support.sshd import Sshd, make_keys, start_sshd
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600),

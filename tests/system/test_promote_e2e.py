@@ -21,7 +21,7 @@ from support.promote_world import Cli, make_inventory
 from support.promote_world import healthy as _healthy
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 

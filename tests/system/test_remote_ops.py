@@ -29,8 +29,8 @@ from support.promote_world import SLOW_PROFILE, TWO_WAVES_POLICY, one_deployment
 from support.sshd import Sshd, make_keys, start_sshd
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
-from deployctl.promote.machine import Result
+from deployctl.sandbox import Sandbox
+from deployctl.decisions.machine import Result
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
@@ -385,7 +385,7 @@ def test_two_launches_at_once_the_loser_is_busy_not_failed(sandbox: Sandbox, tmp
     from deployctl.adapters.systemd import Systemd
     from deployctl.adapters.transient import TransientService
     from deployctl.errors import Busy
-    from deployctl.live.operation import launch
+    from deployctl.operations.operation import launch
 
     unit = "deployctl-promote-race.service"
     started = sandbox.run(["systemd-run", f"--unit={unit}", "--collect", "/bin/sleep", "60"], timeout=30)

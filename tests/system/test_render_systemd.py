@@ -17,7 +17,7 @@ import yaml
 from support.hostile import HOSTILE
 
 from deployctl.inventory.model import parse_inventory, resolve_profile
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.units.render import exec_argv, render_unit, unit_environment
 
 pytestmark = pytest.mark.system

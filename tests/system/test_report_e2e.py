@@ -22,7 +22,7 @@ from support.promote_world import TWO_WAVES_POLICY, Cli, make_inventory
 from deployctl.adapters.ledger import Ledger
 from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 

@@ -17,8 +17,8 @@ import pytest
 from support.promote_world import Cli, healthy, make_inventory
 
 from deployctl.errors import ExitCode
-from deployctl.live.sandbox import Sandbox
-from deployctl.promote.state import PHASE_WIDTH
+from deployctl.sandbox import Sandbox
+from deployctl.decisions.state import PHASE_WIDTH
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 

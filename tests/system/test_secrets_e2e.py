@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 

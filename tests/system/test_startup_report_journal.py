@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.clirun import free_port, run_deployctl
 
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(150)]
 

@@ -16,8 +16,8 @@ from nobody import as_nobody
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import AccessDenied, BadUnitSetting, UnitNotFound
-from deployctl.live.restart import Endpoint
-from deployctl.live.sandbox import Sandbox
+from deployctl.operations.restart import Endpoint
+from deployctl.sandbox import Sandbox
 
 UnitText = Callable[..., str]
 

@@ -13,8 +13,8 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint, restart_and_wait
-from deployctl.live.sandbox import Sandbox
+from deployctl.operations.restart import Endpoint, restart_and_wait
+from deployctl.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE, Ready
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(90)]

@@ -11,7 +11,7 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint, read_startup
+from deployctl.operations.restart import Endpoint, read_startup
 from deployctl.startup.readiness import READY_LINE
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]

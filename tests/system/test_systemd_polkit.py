@@ -13,7 +13,7 @@ from nobody import as_nobody
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
 from deployctl.errors import AccessDenied
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.units.polkit import polkit_rule
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(90)]

@@ -8,7 +8,7 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint, restart_and_wait
+from deployctl.operations.restart import Endpoint, restart_and_wait
 from deployctl.startup.readiness import READY_LINE, Crashed, Ready, TimedOut
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]

@@ -16,7 +16,7 @@ import pytest
 
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.unitfiles import UnitFiles
-from deployctl.live.restart import Endpoint, http_health_probe, restart_and_wait
+from deployctl.operations.restart import Endpoint, http_health_probe, restart_and_wait
 from deployctl.startup.readiness import READY_LINE, Ready
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]

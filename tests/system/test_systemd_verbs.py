@@ -17,7 +17,7 @@ import pytest
 from support.clirun import free_port, run_deployctl
 
 from deployctl.adapters.ledger import Ledger
-from deployctl.live.sandbox import Sandbox
+from deployctl.sandbox import Sandbox
 from deployctl.startup.readiness import READY_LINE
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(150)]
@@ -141,7 +141,7 @@ def test_status_imports_no_numpy_scipy_or_aiohttp(sandbox: Sandbox, inventory: P
     imported = {line.rsplit("|", 1)[1].strip() for line in shown.stderr.splitlines() if line.startswith("import time:")}
     # The report is there (an empty one would pass anything): the verb's own module is loaded by importlib, which
     # -X importtime does not list, so one it imports stands for it.
-    assert "deployctl.commands._release_verbs" in imported
+    assert "deployctl.console.release_verbs" in imported
     assert not imported & {"numpy", "scipy", "aiohttp"}, sorted(imported & {"numpy", "scipy", "aiohttp"})
 
 

@@ -25,7 +25,7 @@ from support.runner_fakes import FakeUnits
 from deployctl.errors import SystemdError, UnitNotFound
 from deployctl.live.bindings import LiveUnits
 from deployctl.live.protocols import Units
-from deployctl.promote.evidence import StartOutcome
+from deployctl.decisions.evidence import StartOutcome
 from deployctl.startup.readiness import READY_LINE
 from deployctl.units.stamp import unit_hash
 

@@ -13,7 +13,7 @@ from deployctl.bench.result import (
 )
 from deployctl.bench.table import render_table
 from deployctl.errors import InputError
-from deployctl.live.sweep import server_facts
+from deployctl.load.sweep import server_facts
 
 
 def trial(c: int, n: int = 0, *, tok_s: float = 100.0, invalid: str | None = None, failed: int = 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from deployctl.inventory.schema import ResolvedProfile
-from deployctl.promote.bisect_changes import changes_from_diff, overlay, profile_definition, profile_yaml
+from deployctl.decisions.bisect_changes import changes_from_diff, overlay, profile_definition, profile_yaml
 from deployctl.units.profilediff import diff_profiles
 
 
@@ -52,7 +52,7 @@ def test_the_survivor_is_a_profile_extending_the_live_one() -> None:
 
 
 def test_a_startup_gate_failure_blames_the_changes_the_catalogue_links_to_its_fact() -> None:
-    from deployctl.promote.bisect_changes import gate_facts, startup_blame
+    from deployctl.decisions.bisect_changes import gate_facts, startup_blame
     from deployctl.startup.diff import diff_startups
     from deployctl.startup.report import StartupReport
 
@@ -68,7 +68,7 @@ def test_a_startup_gate_failure_blames_the_changes_the_catalogue_links_to_its_fa
 
 
 def test_a_start_that_names_a_flag_blames_that_change() -> None:
-    from deployctl.promote.bisect_changes import startup_blame
+    from deployctl.decisions.bisect_changes import startup_blame
 
     changes = changes_from_diff(_diff({}, {"enable-metrics": True, "enable-warp-drive": True}))
     blamed = startup_blame(changes, range(2), frozenset({"outcome"}), [],

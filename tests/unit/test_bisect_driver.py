@@ -7,17 +7,18 @@ from types import SimpleNamespace
 
 from support.promote import plan
 
-from deployctl.commands.bisect import outcome_lines
+from deployctl.decisions.bisect_report import outcome_lines
 from deployctl.errors import ExitCode
 from deployctl.inventory.policy import BisectPolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.live.bisect import Bisector, Step, observe
-from deployctl.promote import machine as m
-from deployctl.promote.bisect_changes import Change
-from deployctl.promote.bisect_search import Observation, Search, Trial
-from deployctl.promote.evidence import Evidence, PromoteOutcome
+from deployctl.flows.bisect import Bisector, observe
+from deployctl.decisions.bisect_report import Step
+from deployctl.decisions import machine as m
+from deployctl.decisions.bisect_changes import Change
+from deployctl.decisions.bisect_search import Observation, Search, Trial
+from deployctl.decisions.evidence import Evidence, PromoteOutcome
 
 CHANGES = tuple(Change(flags={f"flag-{i}": True}, texts=(f"+ --flag-{i}",)) for i in range(4))
 
@@ -104,6 +105,6 @@ def test_a_trial_decided_inconclusive_over_two_starts_is_measured_again_and_neve
     said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
     state = m.State(phase=m.Phase.DONE, result=m.Result.INCONCLUSIVE,
                     reasons=("FAIL: C=8 regressed beyond the limit", said, "inconclusive, not rejected: …"))
-    evidence = Evidence(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    evidence = Evidence(starts=StartsVerdict(JudgeOutcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
     seen = observe(PromoteOutcome(7, state, plan(), evidence, 1.0), CHANGES, frozenset({1}), None)  # type: ignore[arg-type]
     assert seen.inconclusive and not seen.passed and seen.summary == said

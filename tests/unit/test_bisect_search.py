@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from deployctl.promote.bisect_search import Finding, Observation, Search, Trial, worst_case_trials
+from deployctl.decisions.bisect_search import Finding, Observation, Search, Trial, worst_case_trials
 
 Oracle = Callable[[frozenset[int]], Observation]
 

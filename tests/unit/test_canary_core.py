@@ -11,9 +11,9 @@ from support.sweeps import sweep
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
 from deployctl.judge.changepoint import change_points
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.watch import Health, watch_verdict
-from deployctl.promote.canary import Judged, ServerStart, WatchStart, decide_try, in_window
+from deployctl.decisions.canary import Judged, ServerStart, WatchStart, decide_try, in_window
 
 
 def _quiet(seed: int, n: int, level: float = 1000.0, noise: float = 0.005) -> list[float]:
@@ -94,7 +94,7 @@ def test_canary_levels_must_be_measured_levels():
 
 
 def test_the_most_serious_outcome_is_the_exit_code():
-    from deployctl.commands.canary import VERDICT, most_serious
+    from deployctl.flows.canary import VERDICT, most_serious
     from deployctl.errors import ExitCode
 
     assert most_serious([ExitCode.OK, ExitCode.CANARY_PROMOTED]) == ExitCode.CANARY_PROMOTED
@@ -110,8 +110,8 @@ def test_the_most_serious_outcome_is_the_exit_code():
 
 
 def test_the_candidate_is_keyed_on_the_version_identity_a_baseline_is_reused_on():
-    from deployctl.promote.canary import UNKNOWN_VERSION, version_identity
-    from deployctl.promote.evidence import version_key
+    from deployctl.decisions.canary import UNKNOWN_VERSION, version_identity
+    from deployctl.decisions.evidence import version_key
     from deployctl.startup.report import StartupReport
 
     range_only = StartupReport("ready", sglang_version_range="0.5.1 … 0.5.8.post1")
@@ -131,7 +131,7 @@ def test_the_candidate_is_keyed_on_the_version_identity_a_baseline_is_reused_on(
 def test_the_version_a_promote_was_judged_on_comes_from_the_canary_then_the_fingerprint_then_the_logs():
     from deployctl.adapters.ledger import Ledger
     from deployctl.judge.reuse import BaselineFingerprint
-    from deployctl.live.canary import TRIED, judged_promotes
+    from deployctl.flows.canary_watch import TRIED, judged_promotes
     from deployctl.startup.report import StartupReport
 
     ledger = Ledger.in_memory()
@@ -154,7 +154,7 @@ def test_a_wide_interval_beyond_the_limit_is_unclear_not_ok():
     now = sweep({8: [430.0, 900.0]})
     judge_policy = JudgePolicy(limit_pct=8, min_trials=2, max_trials=2, baseline_trials=3)
     verdict = watch_verdict(reference, now, {8: [1000.0, 665.0]}, judge_policy, CanaryPolicy())
-    assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.INCONCLUSIVE and verdict.verdict.final
+    assert verdict.verdict is not None and verdict.verdict.outcome is JudgeOutcome.INCONCLUSIVE and verdict.verdict.final
     assert verdict.health is Health.UNCLEAR and not verdict.degraded
     assert verdict.reasons and verdict.reasons[0].startswith("not decided: C=8: −")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from deployctl.inventory.policy import CanaryPolicy, JudgePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.passive import Histogram, exports_what_a_watch_needs, idle, parse_scrape, window_result
 from deployctl.judge.watch import Health, watch_verdict
 
@@ -92,7 +92,7 @@ def test_a_slower_release_at_the_same_occupancy_is_degraded():
     reference = window_result(_window(50.0, 4.0), trials=5, started_at=0.0)
     now = window_result(_window(47.0, 4.0), trials=5, started_at=0.0)
     verdict = watch_verdict(reference, now, {4: [200.0, 188.0]}, JudgePolicy(limit_pct=3), CanaryPolicy())
-    assert verdict.verdict is not None and verdict.verdict.outcome is Outcome.FAIL
+    assert verdict.verdict is not None and verdict.verdict.outcome is JudgeOutcome.FAIL
     assert verdict.health is Health.DEGRADED
 
 

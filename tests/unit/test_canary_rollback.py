@@ -10,11 +10,11 @@ from support.sweeps import BASE, sweep
 
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.improvement import improvement_verdict
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.verdict import judge
-from deployctl.promote import machine as m
-from deployctl.promote.canary import Judged, decide_rollback, earlier_release
-from deployctl.promote.records import Release
+from deployctl.decisions import machine as m
+from deployctl.decisions.canary import Judged, decide_rollback, earlier_release
+from deployctl.decisions.records import Release
 
 NOW = datetime(2026, 12, 5, 3, 0)  # a Saturday, 03:00
 
@@ -33,32 +33,32 @@ def _better(live: list[float], earlier: list[float], policy: JudgePolicy = Judge
 
 def test_a_clearly_faster_earlier_release_is_better_now():
     v = _better([x * 0.8 for x in BASE], BASE)
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert v.reasons[0].startswith("better now: ") and "significantly at C=16" in v.reasons[0]
 
 
 def test_an_earlier_release_that_measures_alike_is_not_better():
     # Not worse (the judge passes it), but no level is significantly better: the live release stays.
     v = _better(BASE, [1001.0, 1010.0, 993.0, 1003.0, 998.0])
-    assert v.outcome is Outcome.FAIL and v.more_trials == {}
+    assert v.outcome is JudgeOutcome.FAIL and v.more_trials == {}
     assert v.reasons[0].startswith("not better now: ") and "the live release stays" in v.reasons[0]
 
 
 def test_a_slower_earlier_release_is_not_better():
     v = _better(BASE, [x * 0.8 for x in BASE])
-    assert v.outcome is Outcome.FAIL and v.reasons[0].startswith("FAIL: C=16 regressed")
+    assert v.outcome is JudgeOutcome.FAIL and v.reasons[0].startswith("FAIL: C=16 regressed")
 
 
 def test_a_higher_median_at_one_level_and_lower_at_another_is_not_better():
     live, earlier = sweep({1: BASE, 16: BASE}), sweep({1: [x * 1.2 for x in BASE], 16: [x * 0.99 for x in BASE]})
     v = improvement_verdict(judge(live, earlier, JudgePolicy()), live, earlier, JudgePolicy())
-    assert v.outcome is Outcome.FAIL and "its median is not better at C=16" in v.reasons[0]
+    assert v.outcome is JudgeOutcome.FAIL and "its median is not better at C=16" in v.reasons[0]
 
 
 def test_inconclusive_stays_inconclusive():
     live, earlier = sweep({16: BASE[:2]}), sweep({16: [1300.0, 700.0]})
     raw = judge(live, earlier, JudgePolicy())
-    assert raw.outcome is not Outcome.PASS
+    assert raw.outcome is not JudgeOutcome.PASS
     assert improvement_verdict(raw, live, earlier, JudgePolicy()) == raw
 
 
@@ -91,7 +91,7 @@ def test_when_to_try_the_earlier_release():
 def test_a_measured_baseline_starts_the_machine_at_install_and_still_judges():
     state = m.start(m.Limits(preflight=False, keep_when_inconclusive=False), measured=True)
     actions = []
-    for outcome in (m.Succeeded(), m.Succeeded(), m.Succeeded(), m.Succeeded(), m.Judged(Outcome.FAIL, ("worse",)),
+    for outcome in (m.Succeeded(), m.Succeeded(), m.Succeeded(), m.Succeeded(), m.Judged(JudgeOutcome.FAIL, ("worse",)),
                     m.Succeeded(), m.Verified(True)):
         actions.append(type(m.next_action(state)).__name__)
         state = m.advance(state, outcome)

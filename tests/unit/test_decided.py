@@ -8,8 +8,8 @@ from support.sweeps import sweep
 
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.verdict import judge
-from deployctl.promote.decided import VERDICT_EVENT, Decided, decided
-from deployctl.promote.records import Event, Release
+from deployctl.decisions.decided import VERDICT_EVENT, Decided, decided
+from deployctl.decisions.records import Event, Release
 from deployctl.reporting.story import release_story
 
 POLICY = JudgePolicy(limit_pct=10)

@@ -17,7 +17,7 @@ from deployctl.judge.stats import (
 from deployctl.judge.drift import drift_check, with_drift
 from deployctl.judge.verdict import (
     LevelState,
-    Outcome,
+    JudgeOutcome,
     judge,
     render_verdict,
 )
@@ -33,7 +33,7 @@ REASON = re.compile(
 
 def test_a_clear_regression_fails_with_the_operators_sentence():
     v = judge(sweep({64: BASE}), sweep({64: [876.0, 878.0]}), JudgePolicy())
-    assert v.outcome is Outcome.FAIL and v.more_trials == {}
+    assert v.outcome is JudgeOutcome.FAIL and v.more_trials == {}
     line = v.levels[0].reason
     assert REASON.match(line), line
     assert line.startswith("C=64: −12.")
@@ -47,13 +47,13 @@ def test_a_clear_regression_fails_with_the_operators_sentence():
 def test_the_incident_collapse_fails_at_the_minimum_trials():
     # GLM-5 with the patched all-reduce fusion: 1867 → 236 tok/s (−87 %).
     v = judge(sweep({64: scaled(BASE, 1.867)}), sweep({64: [236.0, 231.0]}), JudgePolicy())
-    assert v.outcome is Outcome.FAIL
+    assert v.outcome is JudgeOutcome.FAIL
     assert v.levels[0].reason.startswith("C=64: −87.")
 
 
 def test_no_change_passes_when_the_interval_clears_the_limit():
     v = judge(sweep({64: BASE}), sweep({64: [1003.0, 999.0]}), JudgePolicy())
-    assert v.outcome is Outcome.PASS and v.more_trials == {}
+    assert v.outcome is JudgeOutcome.PASS and v.more_trials == {}
     assert REASON.match(v.levels[0].reason)
     assert v.levels[0].reason.endswith(": not beyond the limit (−9.8 % or worse ruled out)")
     assert v.reasons[0] == "PASS: no critical level regressed beyond its limit"
@@ -61,7 +61,7 @@ def test_no_change_passes_when_the_interval_clears_the_limit():
 
 def test_an_unclear_level_asks_for_one_more_trial():
     v = judge(sweep({64: BASE}), sweep({64: [900.0, 1000.0]}), JudgePolicy())
-    assert v.outcome is Outcome.INCONCLUSIVE
+    assert v.outcome is JudgeOutcome.INCONCLUSIVE
     assert v.more_trials == {64: 1} and not v.final
     assert v.levels[0].state is LevelState.UNKNOWN
     assert v.levels[0].reason.endswith("; unclear after 2 trials, 1 more asked")
@@ -71,7 +71,7 @@ def test_an_unclear_level_asks_for_one_more_trial():
 def test_unclear_after_the_budget_is_a_final_inconclusive():
     cand = [880.0, 1010.0, 930.0, 990.0, 905.0]
     v = judge(sweep({64: BASE}), sweep({64: cand}), JudgePolicy())
-    assert v.outcome is Outcome.INCONCLUSIVE and v.final
+    assert v.outcome is JudgeOutcome.INCONCLUSIVE and v.final
     assert v.levels[0].reason.endswith("; still unclear after 5 trials (max_trials 5 reached)")
     assert v.reasons[0] == "INCONCLUSIVE: C=64 still unclear with the trial budget spent"
 
@@ -91,7 +91,7 @@ def test_invalid_trials_are_not_judged_and_a_level_without_valid_ones_is_invalid
     bad = [trial(64, 1, 500.0, invalid="client was the limit: the load client used 97% of a CPU core"),
            trial(64, 2, 500.0, invalid="failures: 9 of 128 requests failed")]
     v = judge(sweep({64: BASE}), sweep({64: bad}), JudgePolicy())
-    assert v.outcome is Outcome.INVALID and v.more_trials == {}
+    assert v.outcome is JudgeOutcome.INVALID and v.more_trials == {}
     assert v.levels[0].reason == (
         "C=64: no valid candidate trial: trial 1: client was the limit: the load client used 97% of a CPU "
         "core; trial 2: failures: 9 of 128 requests failed"
@@ -102,7 +102,7 @@ def test_invalid_trials_are_not_judged_and_a_level_without_valid_ones_is_invalid
 def test_no_valid_baseline_is_invalid():
     base = [trial(16, 1, 900.0, invalid="interrupted: stopped after 3 of 32 requests")]
     v = judge(sweep({16: base}), sweep({16: [900.0, 901.0]}), JudgePolicy())
-    assert v.outcome is Outcome.INVALID
+    assert v.outcome is JudgeOutcome.INVALID
     assert v.levels[0].reason == "C=16: no valid baseline trial: trial 1: interrupted: stopped after 3 of 32 requests"
 
 
@@ -116,7 +116,7 @@ def test_one_invalid_trial_among_valid_ones_is_noted_and_counts_against_the_budg
 
 def test_levels_combine_worst_first_and_a_fail_stops_the_asking():
     v = judge(sweep({16: BASE, 64: BASE}), sweep({16: [960.0, 1000.0], 64: [700.0, 705.0]}), JudgePolicy())
-    assert v.outcome is Outcome.FAIL and v.more_trials == {}
+    assert v.outcome is JudgeOutcome.FAIL and v.more_trials == {}
     assert v.reasons[1].startswith("C=64: −29.8 %")  # the failing level first
     assert v.reasons[2].startswith("C=16: ")
 
@@ -124,22 +124,22 @@ def test_levels_combine_worst_first_and_a_fail_stops_the_asking():
 def test_invalid_outranks_unknown_but_not_fail():
     bad = [trial(1, 1, 100.0, invalid="no requests completed")]
     v = judge(sweep({1: BASE, 64: BASE}), sweep({1: bad, 64: [960.0, 1000.0]}), JudgePolicy())
-    assert v.outcome is Outcome.INVALID
+    assert v.outcome is JudgeOutcome.INVALID
     v = judge(sweep({1: BASE, 64: BASE}), sweep({1: bad, 64: [700.0, 702.0]}), JudgePolicy())
-    assert v.outcome is Outcome.FAIL
+    assert v.outcome is JudgeOutcome.FAIL
 
 
 def test_an_advisory_level_is_reported_but_never_decides():
     policy = JudgePolicy(levels={1: LevelRule(role="advisory")})
     v = judge(sweep({1: BASE, 64: BASE}), sweep({1: [700.0, 702.0], 64: [1001.0, 1000.0]}), policy)
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert any(r.startswith("advisory C=1: −29.") and r.endswith("regressed beyond the limit") for r in v.reasons)
 
 
 def test_a_per_level_limit_is_used_and_shown():
     policy = JudgePolicy(levels={64: LevelRule(limit_pct=15)})
     v = judge(sweep({64: BASE}), sweep({64: [880.0, 884.0]}), policy)
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert ", limit −15 %: not beyond the limit (−27.8 % or worse ruled out)" in v.levels[0].reason
 
 
@@ -147,7 +147,7 @@ def test_a_latency_limit_fails_a_level_on_ttft():
     base = [trial(64, i + 1, v, ttft_p99=2.0 + 0.01 * i) for i, v in enumerate(BASE)]
     cand = [trial(64, i + 1, v, ttft_p99=3.0 + 0.01 * i) for i, v in enumerate([1001.0, 999.0])]
     v = judge(sweep({64: base}), sweep({64: cand}), JudgePolicy(ttft_p99_limit_pct=10))
-    assert v.outcome is Outcome.FAIL
+    assert v.outcome is JudgeOutcome.FAIL
     ttft = [ch for ch in v.levels[0].checks if ch.metric == "ttft_p99_s"][0]
     assert ttft.state is LevelState.FAIL
     assert re.search(r"C=64 TTFT p99: \+4\d\.\d % \(95 % CI \+\d+\.\d … \+\d+\.\d %\), limit \+10 %: "
@@ -157,12 +157,12 @@ def test_a_latency_limit_fails_a_level_on_ttft():
 def test_a_latency_limit_without_latency_data_is_skipped():
     base = [trial(64, i + 1, v, ttft_p99=None) for i, v in enumerate(BASE)]  # type: ignore[arg-type]
     v = judge(sweep({64: base}), sweep({64: [1001.0, 999.0]}), JudgePolicy(itl_p99_limit_pct=10, ttft_p99_limit_pct=10))
-    assert v.outcome is Outcome.PASS and len(v.levels[0].checks) == 1
+    assert v.outcome is JudgeOutcome.PASS and len(v.levels[0].checks) == 1
 
 
 def test_another_metric_is_named_in_the_reason():
     v = judge(sweep({4: BASE}), sweep({4: [870.0, 872.0]}), JudgePolicy(metric="per_request_tok_s"))
-    assert v.outcome is Outcome.FAIL
+    assert v.outcome is JudgeOutcome.FAIL
     assert v.levels[0].reason.startswith("C=4 per-request tok/s: −13.0 %")
 
 
@@ -170,20 +170,20 @@ def test_power_is_shown_as_secondary_evidence_only():
     base = [trial(64, i + 1, v, power=250.0) for i, v in enumerate(BASE)]
     cand = [trial(64, i + 1, v, power=125.0) for i, v in enumerate([1001.0, 999.0])]
     v = judge(sweep({64: base}), sweep({64: cand}), JudgePolicy())
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert "C=64: GPU power 250 W → 125 W (−50.0 %) (secondary evidence, not judged)" in v.notes
     assert "note: C=64: GPU power" in render_verdict(v)
 
 
 def test_levels_only_on_the_candidate_are_noted_not_judged():
     v = judge(sweep({64: BASE}), sweep({64: [1001.0, 999.0], 128: [5.0, 5.0]}), JudgePolicy())
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert "C=128: measured on the candidate only, not judged (no baseline)" in v.notes
 
 
 def test_an_empty_baseline_is_invalid():
     v = judge(sweep({}), sweep({64: [1.0, 1.0]}), JudgePolicy())
-    assert v.outcome is Outcome.INVALID
+    assert v.outcome is JudgeOutcome.INVALID
     assert v.reasons == ("the baseline has no levels: nothing to judge",)
 
 
@@ -229,7 +229,7 @@ def test_one_trial_a_side_gives_no_interval():
 
 def test_no_noise_estimate_asks_for_more():
     v = judge(sweep({64: [1000.0]}), sweep({64: [1000.0]}), JudgePolicy(min_trials=1))
-    assert v.outcome is Outcome.INCONCLUSIVE and v.more_trials == {64: 1}
+    assert v.outcome is JudgeOutcome.INCONCLUSIVE and v.more_trials == {64: 1}
     assert v.levels[0].reason.startswith("C=64: one trial a side gives no estimate of the noise")
 
 
@@ -242,7 +242,7 @@ def test_drift_is_marked_when_the_restored_baseline_moved():
     assert d.reasons[1].startswith("C=1: restored baseline −20.")
     failed = judge(pre, sweep({1: [700.0, 701.0], 16: [700.0, 702.0]}), JudgePolicy())
     marked = with_drift(failed, d)
-    assert marked.drift is d and marked.outcome is Outcome.FAIL
+    assert marked.drift is d and marked.outcome is JudgeOutcome.FAIL
     assert any(r.startswith("environment drift:") for r in marked.reasons)
 
 
@@ -267,7 +267,7 @@ def test_zero_throughput_trial_is_left_out():
 def test_only_advisory_levels_pass_and_say_so():
     policy = JudgePolicy(levels={64: LevelRule(role="advisory")})
     v = judge(sweep({64: BASE}), sweep({64: [700.0, 702.0]}), policy)
-    assert v.outcome is Outcome.PASS
+    assert v.outcome is JudgeOutcome.PASS
     assert v.reasons[0] == "PASS: every level is advisory, none decides"
 
 
@@ -277,7 +277,7 @@ def test_one_hiccup_trial_is_set_aside_and_a_neutral_candidate_passes():
     base = sweep({8: [5255.7, 5275.1, 5257.1]})
     cand = sweep({8: [4254.7, 5243.7, 5233.4, 5230.6, 5219.1]})
     verdict = judge(base, cand, policy)
-    assert verdict.outcome is Outcome.PASS
+    assert verdict.outcome is JudgeOutcome.PASS
     level = verdict.levels[0]
     assert any("candidate trial at 4254.7 set aside as an outlier (−18.7 %" in n for n in level.notes)
     assert level.candidate_trials == 4

@@ -12,7 +12,7 @@ from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.pooling import SHOCK_ALPHA, far_noisier, shared_spreads, shares_shock, trial_effect
 from deployctl.judge.stats import Spread, effective_df, log_ratio_interval, spread
 from deployctl.judge.sweep import false_fail_per_test
-from deployctl.judge.verdict import LevelState, Outcome, judge
+from deployctl.judge.verdict import LevelState, JudgeOutcome, judge
 
 LEVELS = (1, 4, 16, 32, 64)
 
@@ -68,10 +68,10 @@ def test_a_brand_new_host_decides_a_neutral_sweep_in_two_trials_a_side():
     base = sweep({c: b for c, (b, _) in values.items()})
     cand = sweep({c: k for c, (_, k) in values.items()})
     v = judge(base, cand, JudgePolicy())
-    assert v.outcome is Outcome.PASS and v.final
+    assert v.outcome is JudgeOutcome.PASS and v.final
     assert all(lv.checks[0].interval.df == 10 for lv in v.levels)
     one = judge(sweep({64: values[64][0]}), sweep({64: values[64][1]}), JudgePolicy())
-    assert one.outcome is Outcome.INCONCLUSIVE and one.more_trials == {64: 1}
+    assert one.outcome is JudgeOutcome.INCONCLUSIVE and one.more_trials == {64: 1}
 
 
 def test_levels_that_move_together_trial_by_trial_count_as_one_not_five():
@@ -81,7 +81,7 @@ def test_levels_that_move_together_trial_by_trial_count_as_one_not_five():
     base = sweep({c: b for c, (b, _) in values.items()})
     cand = sweep({c: k for c, (_, k) in values.items()})
     v = judge(base, cand, JudgePolicy())
-    assert v.outcome is Outcome.INCONCLUSIVE and v.more_trials == {c: 1 for c in LEVELS}
+    assert v.outcome is JudgeOutcome.INCONCLUSIVE and v.more_trials == {c: 1 for c in LEVELS}
     interval = v.levels[0].checks[0].interval
     assert interval.df == pytest.approx(2.0, abs=0.05)
     assert "10 pooled, 2 effective: the levels share a per-trial shock" in interval.test

@@ -13,7 +13,7 @@ from scipy.special import ndtri
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.sequential import _z_boundaries, decide, look_boundary, spend
 from deployctl.judge.stats import NoiseEstimate
-from deployctl.judge.verdict import LevelState, Outcome, judge
+from deployctl.judge.verdict import LevelState, JudgeOutcome, judge
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_judge import BASE, sweep  # noqa: E402
@@ -75,8 +75,8 @@ def test_a_quiet_hosts_learned_noise_decides_what_two_trials_alone_cannot():
     cand = sweep({64: [900.0, 1000.0]})
     alone = judge(sweep({64: BASE}), cand, JudgePolicy())
     learned = judge(sweep({64: BASE}), cand, JudgePolicy(), {64: NoiseEstimate(0.01, 24)})
-    assert alone.outcome is Outcome.INCONCLUSIVE and alone.more_trials == {64: 1}
-    assert learned.outcome is Outcome.FAIL and learned.final
+    assert alone.outcome is JudgeOutcome.INCONCLUSIVE and alone.more_trials == {64: 1}
+    assert learned.outcome is JudgeOutcome.FAIL and learned.final
     assert "24 of them from this host's earlier measurements" in learned.levels[0].checks[0].interval.test
 
 
@@ -84,8 +84,8 @@ def test_a_noisy_hosts_learned_noise_asks_for_more_trials():
     cand = sweep({64: [955.0, 985.0]})
     alone = judge(sweep({64: BASE}), cand, JudgePolicy())
     noisy = judge(sweep({64: BASE}), cand, JudgePolicy(), {64: NoiseEstimate(0.06, 24)})
-    assert alone.outcome is Outcome.PASS
-    assert noisy.outcome is Outcome.INCONCLUSIVE and noisy.more_trials == {64: 1}
+    assert alone.outcome is JudgeOutcome.PASS
+    assert noisy.outcome is JudgeOutcome.INCONCLUSIVE and noisy.more_trials == {64: 1}
 
 
 def test_a_decided_level_is_not_measured_again_while_another_is_unclear():

@@ -10,7 +10,7 @@ from support.sweeps import sweep
 
 from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import (
     FOCUS_TRIALS, MIN_RESTART_PAIRS, RESTART_GUARD, SHOCK_VERIFICATION_TRIALS, VERIFICATION_TRIALS, judge_over_starts, over_starts_needed,
     pass_robust, recheck_pass, restart_in_force, verification_plan,
@@ -43,10 +43,10 @@ def test_an_unchanged_candidate_on_a_slow_start_fails_stage_one_but_not_over_sta
     # as the first) does not make it a regression.
     c1 = start(0.95, [1001.0, 994.0, 1006.0, 1000.0, 999.0])
     verdict = judge(B1, c1, POLICY)
-    assert verdict.outcome is Outcome.FAIL
+    assert verdict.outcome is JudgeOutcome.FAIL
     assert over_starts_needed(verdict, B1, c1, POLICY, None, None)
     over = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], c1, POLICY, None, None)
-    assert over.outcome is Outcome.INCONCLUSIVE
+    assert over.outcome is JudgeOutcome.INCONCLUSIVE
     assert over.reasons[0].startswith("INCONCLUSIVE over server starts: the sweep's mean change −5.1 %")
     assert "a restart offset of up to 2.0 % a start could explain it" in over.reasons[0]
     assert over.restart.sigma == RESTART_GUARD and over.restart.source.startswith("guard")
@@ -56,7 +56,7 @@ def test_an_unchanged_candidate_on_a_slow_start_fails_stage_one_but_not_over_sta
 def test_a_regression_of_twenty_percent_fails_over_starts():
     c1 = start(0.80, [1001.0, 994.0, 1006.0])
     over = judge_over_starts([B1, start(1.01, [1003.0, 997.0])], c1, POLICY, None, None)
-    assert over.outcome is Outcome.FAIL
+    assert over.outcome is JudgeOutcome.FAIL
     assert over.reasons[0].startswith("FAIL over server starts: the sweep's mean change −20.")
     assert "regressed beyond the limit even allowing a restart offset of 2.0 % a start" in over.reasons[0]
     assert over.interval is not None and over.interval.high < -0.05
@@ -69,7 +69,7 @@ def test_a_regression_of_twenty_percent_fails_over_starts():
 def test_a_regression_the_guard_cannot_explain_is_robust_and_not_sent_over_starts():
     c1 = start(0.80, [1001.0, 994.0])
     verdict = judge(B1, c1, POLICY)
-    assert verdict.outcome is Outcome.FAIL
+    assert verdict.outcome is JudgeOutcome.FAIL
     assert not over_starts_needed(verdict, B1, c1, POLICY, None, None)
 
 
@@ -81,7 +81,7 @@ def test_only_a_final_inconclusive_or_a_fail_is_decided_over_starts():
     assert not asking.final and not over_starts_needed(asking, B1, unclear, POLICY, None, None)
     spent = start(1.0, [900.0, 1000.0])
     final = judge(B1, spent, POLICY.model_copy(update={"max_trials": 2}))
-    assert final.final and final.outcome is Outcome.INCONCLUSIVE
+    assert final.final and final.outcome is JudgeOutcome.INCONCLUSIVE
     assert over_starts_needed(final, B1, spent, POLICY, None, None)
 
 
@@ -102,11 +102,11 @@ def test_a_learned_restart_sigma_replaces_the_guard_only_with_enough_pairs():
 def test_a_host_that_learned_small_restarts_keeps_its_fail_without_a_second_start():
     c1 = start(0.94, [1001.0, 994.0, 1006.0])
     verdict = judge(B1, c1, POLICY, restart=learned(0.002, 12))
-    assert verdict.outcome is Outcome.FAIL
+    assert verdict.outcome is JudgeOutcome.FAIL
     assert over_starts_needed(verdict, B1, c1, POLICY, None, None)  # a brand-new host: the guard
     assert not over_starts_needed(verdict, B1, c1, POLICY, None, learned(0.002, 12))
     over = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], c1, POLICY, None, learned(0.002, 12))
-    assert over.outcome is Outcome.FAIL
+    assert over.outcome is JudgeOutcome.FAIL
     assert "learned from 13 restart pair(s) of this host (this promote's own starts included)" \
         in over.reasons[1]
 
@@ -116,7 +116,7 @@ def test_the_two_baseline_starts_are_a_restart_pair_pooled_into_the_learned_sigm
     host = learned(0.002, MIN_RESTART_PAIRS - 1)
     close = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], c1, POLICY, None, host)
     assert close.restart.source.startswith(f"learned from {MIN_RESTART_PAIRS} restart pair(s)")  # the eighth
-    assert close.restart.sigma < RESTART_GUARD and close.outcome is Outcome.FAIL
+    assert close.restart.sigma < RESTART_GUARD and close.outcome is JudgeOutcome.FAIL
     apart = judge_over_starts([B1, start(1.06, [1003.0, 997.0])], c1, POLICY, None, host)
     # 6 % between the two baseline starts: the host's restarts move more than it had learned.
     assert apart.restart.sigma > 2 * close.restart.sigma
@@ -166,7 +166,7 @@ def test_one_baseline_start_or_no_common_level_cannot_decide():
         judge_over_starts([B1], B1, POLICY, None, None)
     elsewhere = start(1.0, [1000.0, 1001.0], levels=(8,))
     over = judge_over_starts([B1, elsewhere], B1, POLICY, None, None)
-    assert over.outcome is Outcome.INCONCLUSIVE and "no critical level" in over.reasons[0]
+    assert over.outcome is JudgeOutcome.INCONCLUSIVE and "no critical level" in over.reasons[0]
     assert math.isclose(over.restart.sigma, RESTART_GUARD)
 
 
@@ -184,7 +184,7 @@ def test_a_second_candidate_start_halves_the_restart_part_on_the_candidate_side(
 def test_a_regression_at_one_level_only_is_failed_by_that_level_s_own_test():
     slow = sweep({c: [v * (0.80 if c == 64 else 1.0) for v in [1001.0, 994.0, 1006.0]] for c in LEVELS})
     over = judge_over_starts([B1, start(1.0, [1003.0, 997.0])], slow, POLICY, None, None)
-    assert over.outcome is Outcome.FAIL
+    assert over.outcome is JudgeOutcome.FAIL
     assert over.reasons[0].startswith("FAIL over server starts: C=64 −20.")  # the sweep's mean is only −4 %
     assert [line for line in over.reasons if line.endswith("regressed beyond the limit")] == [over.reasons[-2]]
 
@@ -198,11 +198,11 @@ B1_ONE = start(1.0, [1000.0, 1030.0, 975.0, 1010.0, 990.0], levels=ONE)
 def test_a_one_level_pass_at_minus_five_percent_on_a_brand_new_host_is_decided_over_starts():
     c1 = start(0.955, [1030.0, 960.0, 1010.0], levels=ONE)
     verdict = judge(B1_ONE, c1, POLICY)
-    assert verdict.outcome is Outcome.PASS and verdict.final  # stage 1 alone would keep it
+    assert verdict.outcome is JudgeOutcome.PASS and verdict.final  # stage 1 alone would keep it
     assert not pass_robust(verdict, B1_ONE, c1, POLICY, None, None)
     assert over_starts_needed(verdict, B1_ONE, c1, POLICY, None, None)
     rechecked = recheck_pass(verdict, B1_ONE, c1, POLICY, None, None)
-    assert rechecked.outcome is Outcome.INCONCLUSIVE and rechecked.final
+    assert rechecked.outcome is JudgeOutcome.INCONCLUSIVE and rechecked.final
     assert rechecked.reasons[0] == (
         "INCONCLUSIVE: PASS on one server start a side, but a restart offset of up to 2.0 % a start (guard: this "
         "host has 0 restart pair(s), 12 needed to use its own) could hide a regression of twice the limit (−9.8 %): "
@@ -219,7 +219,7 @@ def test_with_inconclusive_keep_candidate_the_words_say_the_policy_keeps_it():
     policy = JudgePolicy(inconclusive="keep_candidate")
     c1 = start(0.955, [1030.0, 960.0, 1010.0], levels=ONE)
     rechecked = recheck_pass(judge(B1_ONE, c1, policy), B1_ONE, c1, policy, None, None)
-    assert rechecked.outcome is Outcome.INCONCLUSIVE
+    assert rechecked.outcome is JudgeOutcome.INCONCLUSIVE
     assert rechecked.reasons[0].endswith(
         "could hide a regression of twice the limit (−9.8 %): the policy (inconclusive: keep_candidate) keeps the "
         "candidate all the same")
@@ -229,7 +229,7 @@ def test_a_clear_pass_with_small_noise_stands():
     b1 = start(1.0, [1000.0, 1003.0, 998.0], levels=ONE)
     c1 = start(1.0, [1001.0, 999.0, 1002.0], levels=ONE)
     verdict = judge(b1, c1, POLICY)
-    assert verdict.outcome is Outcome.PASS and pass_robust(verdict, b1, c1, POLICY, None, None)
+    assert verdict.outcome is JudgeOutcome.PASS and pass_robust(verdict, b1, c1, POLICY, None, None)
     assert not over_starts_needed(verdict, b1, c1, POLICY, None, None)
     assert recheck_pass(verdict, b1, c1, POLICY, None, None) is verdict
 
@@ -238,14 +238,14 @@ def test_a_harmless_five_level_pass_stands_on_the_sweep_s_mean():
     # −2 % at every level, σ ≈ 2 %: the sweep's mean rules out −9.8 % even allowing a 2 % offset a start.
     c1 = start(0.98, [1005.0, 985.0, 1020.0])
     verdict = judge(start(1.0, [1000.0, 1030.0, 975.0]), c1, POLICY)
-    assert verdict.outcome is Outcome.PASS
+    assert verdict.outcome is JudgeOutcome.PASS
     assert pass_robust(verdict, start(1.0, [1000.0, 1030.0, 975.0]), c1, POLICY, None, None)
 
 
 def test_a_host_that_learned_small_restarts_keeps_a_borderline_pass():
     c1 = start(0.955, [1030.0, 960.0, 1010.0], levels=ONE)
     verdict = judge(B1_ONE, c1, POLICY, restart=learned(0.002, MIN_RESTART_PAIRS))
-    assert verdict.outcome is Outcome.PASS
+    assert verdict.outcome is JudgeOutcome.PASS
     assert pass_robust(verdict, B1_ONE, c1, POLICY, None, learned(0.002, MIN_RESTART_PAIRS))
     assert not pass_robust(verdict, B1_ONE, c1, POLICY, None, learned(0.002, MIN_RESTART_PAIRS - 4))  # too few pairs
 
@@ -254,7 +254,7 @@ def test_only_a_final_pass_is_rechecked_and_a_sweep_without_critical_levels_pass
     advisory = JudgePolicy(levels={64: LevelRule(role="advisory")})
     c1 = start(0.95, [1005.0, 985.0, 1020.0], levels=ONE)
     verdict = judge(B1_ONE, c1, advisory)
-    assert verdict.outcome is Outcome.PASS and pass_robust(verdict, B1_ONE, c1, advisory, None, None)
+    assert verdict.outcome is JudgeOutcome.PASS and pass_robust(verdict, B1_ONE, c1, advisory, None, None)
     slow = start(0.80, [1005.0, 985.0, 1020.0], levels=ONE)
     failed = judge(B1_ONE, slow, POLICY)
-    assert failed.outcome is Outcome.FAIL and recheck_pass(failed, B1_ONE, slow, POLICY, None, None) is failed
+    assert failed.outcome is JudgeOutcome.FAIL and recheck_pass(failed, B1_ONE, slow, POLICY, None, None) is failed

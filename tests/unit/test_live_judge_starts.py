@@ -5,7 +5,7 @@ from __future__ import annotations
 from support.sweeps import sweep
 
 from deployctl.inventory.policy import JudgePolicy, LevelRule, Policy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import verification_plan
 from deployctl.live.bindings import LiveJudge
 
@@ -26,25 +26,25 @@ def _plan(baseline, candidate):
 
 def test_a_fail_a_restart_offset_could_explain_carries_the_verification_plan() -> None:
     verdict = LiveJudge(POLICY).judge(_start(1.0), _start(0.95))
-    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == _plan(_start(1.0), _start(0.95))
+    assert verdict.outcome is JudgeOutcome.FAIL and verdict.over_starts == _plan(_start(1.0), _start(0.95))
     assert {c for c, _ in verdict.over_starts} == set(LEVELS)  # every critical level
 
 
 def test_a_robust_fail_and_a_pass_carry_none() -> None:
     assert LiveJudge(POLICY).judge(_start(1.0), _start(0.75)).over_starts == ()
-    assert LiveJudge(POLICY).judge(_start(1.0), _start(1.0)).outcome is Outcome.PASS
+    assert LiveJudge(POLICY).judge(_start(1.0), _start(1.0)).outcome is JudgeOutcome.PASS
     assert LiveJudge(POLICY).judge(_start(1.0), _start(1.0)).over_starts == ()
 
 
 def test_an_inconclusive_still_asking_for_trials_carries_the_plan_the_machine_uses_if_its_rounds_end() -> None:
     base, cand = _start(1.0, trials=NOISY), _start(0.97, n=2, trials=NOISY, turn=1)
     verdict = LiveJudge(POLICY).judge(base, cand)
-    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.more_trials and verdict.over_starts == _plan(base, cand)
+    assert verdict.outcome is JudgeOutcome.INCONCLUSIVE and verdict.more_trials and verdict.over_starts == _plan(base, cand)
 
 
 def test_the_canary_rollback_trial_is_never_decided_over_starts() -> None:
     verdict = LiveJudge(POLICY, improvement=True).judge(_start(1.0), _start(0.95))
-    assert verdict.outcome is Outcome.FAIL and verdict.over_starts == ()
+    assert verdict.outcome is JudgeOutcome.FAIL and verdict.over_starts == ()
 
 
 ONE_LEVEL = Policy(judge=JudgePolicy(levels={2: LevelRule(role="advisory"), 8: LevelRule(role="advisory")}))
@@ -55,7 +55,7 @@ def test_a_pass_a_restart_offset_could_explain_is_a_final_inconclusive_with_the_
     # offset a start could hide −9.8 %.
     base, cand = _start(1.0), _start(0.952, trials=NOISY)
     verdict = LiveJudge(ONE_LEVEL).judge(base, cand)
-    assert verdict.outcome is Outcome.INCONCLUSIVE and not verdict.more_trials
+    assert verdict.outcome is JudgeOutcome.INCONCLUSIVE and not verdict.more_trials
     assert verdict.reasons[0].startswith("INCONCLUSIVE: PASS on one server start a side, but a restart offset of up to "
                                          "2.0 % a start (guard: this host has 0 restart pair(s)")
     assert verdict.record["outcome"] == "INCONCLUSIVE"  # what show / --json / the ledger say
@@ -65,4 +65,4 @@ def test_a_pass_a_restart_offset_could_explain_is_a_final_inconclusive_with_the_
 
 def test_the_canary_rollback_trial_keeps_its_own_reading_of_a_pass() -> None:
     better = LiveJudge(ONE_LEVEL, improvement=True).judge(_start(1.0), _start(1.10))
-    assert better.outcome is Outcome.PASS and better.over_starts == ()
+    assert better.outcome is JudgeOutcome.PASS and better.over_starts == ()

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from deployctl.errors import ExitCode
-from deployctl.judge.outcome import Outcome as Verdict
-from deployctl.promote import machine as m
+from deployctl.judge.outcome import JudgeOutcome
+from deployctl.decisions import machine as m
 
 OK = m.Succeeded()
 
@@ -31,7 +31,7 @@ HAPPY_PREFIX = [OK, OK, OK, OK, OK, OK]  # preflight, baseline, install, restart
 
 
 def test_pass_keeps_the_candidate():
-    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS, ("all levels within noise",)), OK])
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.PASS, ("all levels within noise",)), OK])
     assert state.phase is m.Phase.DONE and state.result is m.Result.KEPT
     assert state.exit_code == ExitCode.OK
     assert actions == [
@@ -42,14 +42,14 @@ def test_pass_keeps_the_candidate():
 
 
 def test_a_bisect_trial_that_passes_is_rolled_back_not_kept():
-    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS, ("within noise",)), OK, m.Verified(True)],
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.PASS, ("within noise",)), OK, m.Verified(True)],
                            limits=m.Limits(keep=False))
     assert state.phase is m.Phase.DONE and state.result is m.Result.PASSED and state.exit_code == ExitCode.OK
     assert "KeepCandidate" not in actions and actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
 
 
 def test_judge_fail_rolls_back_and_verifies():
-    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK, m.Verified(True)])
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL, ("C=64: −87 %",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
     assert state.exit_code == ExitCode.REJECTED
     assert actions[-2:] == ["RestoreBaseline", "VerifyBaseline"]
@@ -57,7 +57,7 @@ def test_judge_fail_rolls_back_and_verifies():
 
 
 def test_invalid_benchmark_is_a_rejection():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INVALID, ("30 % of requests failed",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INVALID, ("30 % of requests failed",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED
 
 
@@ -121,7 +121,7 @@ def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
     more = ((16, 1), (64, 2))
     limits = m.Limits(bench_rounds=2)
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, (), more), OK, m.Judged(Verdict.INCONCLUSIVE, (), more), OK, m.Verified(True)],
+        HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, (), more), OK, m.Judged(JudgeOutcome.INCONCLUSIVE, (), more), OK, m.Verified(True)],
         limits=limits,
     )
     assert actions.count("BenchCandidate") == 2
@@ -131,21 +131,21 @@ def test_inconclusive_asks_for_more_trials_then_keeps_the_baseline():
 
 def test_second_bench_round_carries_the_judges_request():
     more = ((64, 2),)
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, (), more)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, (), more)])
     action = m.next_action(state)
     assert action == m.BenchCandidate(round=1, more_trials=more)
 
 
 def test_inconclusive_may_keep_the_candidate_by_policy():
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE), OK], limits=m.Limits(keep_when_inconclusive=True)
+        HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE), OK], limits=m.Limits(keep_when_inconclusive=True)
     )
     assert state.result is m.Result.KEPT and actions[-1] == "KeepCandidate"
 
 
 def test_a_bisect_trial_is_not_passed_on_an_inconclusive_whatever_the_policy_keeps():
     plan = ((2, 1), (8, 1))
-    state, actions = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, ("unclear",), over_starts=plan), OK],
+    state, actions = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, ("unclear",), over_starts=plan), OK],
                            limits=m.Limits(keep=False, keep_when_inconclusive=True))
     assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
     assert actions[-1] == "SecondCandidateStart" and state.phase is m.Phase.ROLLBACK  # decided over starts
@@ -154,7 +154,7 @@ def test_a_bisect_trial_is_not_passed_on_an_inconclusive_whatever_the_policy_kee
 
 def test_rollback_is_retried_then_fails():
     state, actions = drive(
-        HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
+        HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), m.Failed(("restart: start-limit-hit",)), m.Failed(("exit 1",))]
     )
     assert state.phase is m.Phase.ROLLBACK_FAILED and state.result is m.Result.ROLLBACK_FAILED
     assert state.exit_code == ExitCode.ROLLBACK_FAILED
@@ -163,22 +163,22 @@ def test_rollback_is_retried_then_fails():
 
 
 def test_second_rollback_attempt_succeeds():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Failed(("flaky",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), m.Failed(("flaky",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and state.phase is m.Phase.DONE
 
 
 def test_failed_verification_is_a_failed_rollback():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK, m.Verified(False, reasons=("health 503",))])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), OK, m.Verified(False, reasons=("health 503",))])
     assert state.phase is m.Phase.ROLLBACK_FAILED and "health 503" in state.reasons
 
 
 def test_drift_is_recorded():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK, m.Verified(True, drift=True, reasons=("drift",))])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), OK, m.Verified(True, drift=True, reasons=("drift",))])
     assert state.drift and state.result is m.Result.REJECTED
 
 
 def test_failed_keep_rolls_back():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), m.Failed(("disk full",)), OK, m.Verified(True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.PASS), m.Failed(("disk full",)), OK, m.Verified(True)])
     assert state.result is m.Result.REJECTED and "disk full" in state.reasons
 
 
@@ -194,7 +194,7 @@ def test_interrupt_during_bench_rolls_back():
 
 
 def test_interrupt_during_rollback_finishes_the_rollback():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), m.Interrupted("again")])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), m.Interrupted("again")])
     assert state.phase is m.Phase.ROLLBACK and state.result is m.Result.REJECTED
 
 
@@ -244,18 +244,18 @@ def test_a_state_saved_by_0_1_before_its_first_step_resumes_as_untouched():
 
 
 GATED = m.Limits(output_gate=True)
-PASSED = m.Judged(Verdict.PASS, ("all levels within noise",))
+PASSED = m.Judged(JudgeOutcome.PASS, ("all levels within noise",))
 
 
 def test_the_output_gate_runs_between_a_passing_verdict_and_keep():
-    state, actions = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(Verdict.PASS, ("outputs unchanged",)), OK],
+    state, actions = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(JudgeOutcome.PASS, ("outputs unchanged",)), OK],
                            limits=GATED)
     assert state.result is m.Result.KEPT and actions[-3:] == ["JudgeCandidate", "CheckOutputs", "KeepCandidate"]
     assert "outputs unchanged" in state.reasons
 
 
-@pytest.mark.parametrize("verdict, result", [(Verdict.FAIL, m.Result.REJECTED), (Verdict.INVALID, m.Result.REJECTED),
-                                             (Verdict.INCONCLUSIVE, m.Result.INCONCLUSIVE)])
+@pytest.mark.parametrize("verdict, result", [(JudgeOutcome.FAIL, m.Result.REJECTED), (JudgeOutcome.INVALID, m.Result.REJECTED),
+                                             (JudgeOutcome.INCONCLUSIVE, m.Result.INCONCLUSIVE)])
 def test_fast_but_wrong_is_never_kept(verdict, result):
     state, actions = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(verdict, ("output changed: accuracy 8/8 → 0/8",)),
                                            OK, m.Verified(True)], limits=GATED)
@@ -265,23 +265,23 @@ def test_fast_but_wrong_is_never_kept(verdict, result):
 
 
 def test_a_bisect_trial_is_output_gated_too():
-    state, _ = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(Verdict.FAIL, ("output changed",)), OK, m.Verified(True)],
+    state, _ = drive(HAPPY_PREFIX + [PASSED, m.OutputsChecked(JudgeOutcome.FAIL, ("output changed",)), OK, m.Verified(True)],
                      limits=m.Limits(keep=False, output_gate=True))
     assert state.result is m.Result.REJECTED
 
 
 def test_the_output_gate_may_run_first_and_spare_a_wrong_candidate_the_sweep():
     first = m.Limits(output_gate=True, output_first=True)
-    state, actions = drive([OK] * 5 + [m.OutputsChecked(Verdict.FAIL, ("output changed",)), OK, m.Verified(True)],
+    state, actions = drive([OK] * 5 + [m.OutputsChecked(JudgeOutcome.FAIL, ("output changed",)), OK, m.Verified(True)],
                            limits=first)
     assert state.result is m.Result.REJECTED and "BenchCandidate" not in actions
-    state, actions = drive([OK] * 5 + [m.OutputsChecked(Verdict.PASS, ("unchanged",)), OK, PASSED, OK], limits=first)
+    state, actions = drive([OK] * 5 + [m.OutputsChecked(JudgeOutcome.PASS, ("unchanged",)), OK, PASSED, OK], limits=first)
     assert state.result is m.Result.KEPT
     assert actions[4:] == ["CheckStartupGates", "CheckOutputs", "BenchCandidate", "JudgeCandidate", "KeepCandidate"]
 
 
 def test_a_drift_that_may_explain_a_rejection_makes_it_inconclusive():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL), OK,
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL), OK,
                                      m.Verified(True, drift=True, in_doubt=True, reasons=("environment drift",))])
     assert state.phase is m.Phase.DONE and state.result is m.Result.INCONCLUSIVE
     assert state.exit_code == ExitCode.INCONCLUSIVE and state.drift
@@ -292,12 +292,12 @@ def test_a_drift_leaves_an_abort_and_a_startup_rejection_as_they_were():
     state, _ = drive(HAPPY_PREFIX[:5] + [m.Interrupted("aborted"), OK,
                                          m.Verified(True, drift=True, in_doubt=True)])
     assert state.result is m.Result.ABORTED
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE), OK, m.Verified(True, drift=True, in_doubt=True)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE), OK, m.Verified(True, drift=True, in_doubt=True)])
     assert state.result is m.Result.INCONCLUSIVE
 
 
 def test_a_bisect_trial_that_passed_on_a_drift_is_inconclusive():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.PASS), OK, m.Verified(True, drift=True, in_doubt=True)],
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.PASS), OK, m.Verified(True, drift=True, in_doubt=True)],
                      limits=m.Limits(keep=False))
     assert state.result is m.Result.INCONCLUSIVE
 
@@ -319,10 +319,10 @@ def _over_starts(judged, starts, *, drift=False, limits=m.Limits()):
 
 
 def test_a_fail_a_restart_offset_could_explain_is_inconclusive_over_two_starts_not_rejected():
-    judged = m.Judged(Verdict.FAIL, ("C=8: −7 %",), over_starts=PLAN)
+    judged = m.Judged(JudgeOutcome.FAIL, ("C=8: −7 %",), over_starts=PLAN)
     _, actions = drive(HAPPY_PREFIX + [judged, OK, OK])
     assert actions[-3:] == ["JudgeCandidate", "SecondCandidateStart", "RestoreBaseline"]
-    state, verify = _over_starts(judged, Verdict.INCONCLUSIVE)
+    state, verify = _over_starts(judged, JudgeOutcome.INCONCLUSIVE)
     assert verify == m.VerifyBaseline(over_starts=PLAN)  # the verification measures every critical level
     assert state.result is m.Result.INCONCLUSIVE and state.exit_code == ExitCode.INCONCLUSIVE
     assert "over two starts: …" in state.reasons
@@ -330,36 +330,36 @@ def test_a_fail_a_restart_offset_could_explain_is_inconclusive_over_two_starts_n
 
 
 def test_a_fail_that_stands_over_two_starts_is_rejected():
-    state, _ = _over_starts(m.Judged(Verdict.FAIL, ("C=8: −9 %",), over_starts=PLAN), Verdict.FAIL)
+    state, _ = _over_starts(m.Judged(JudgeOutcome.FAIL, ("C=8: −9 %",), over_starts=PLAN), JudgeOutcome.FAIL)
     assert state.result is m.Result.REJECTED and state.exit_code == ExitCode.REJECTED
     assert state.reasons[-1].startswith("rejected: worse beyond the limit against the baseline on both")
 
 
 def test_a_final_inconclusive_can_become_a_rejection_over_two_starts():
-    judged = m.Judged(Verdict.INCONCLUSIVE, ("C=8: unclear",), over_starts=PLAN)
-    state, verify = _over_starts(judged, Verdict.FAIL, limits=m.Limits(bench_rounds=1))
+    judged = m.Judged(JudgeOutcome.INCONCLUSIVE, ("C=8: unclear",), over_starts=PLAN)
+    state, verify = _over_starts(judged, JudgeOutcome.FAIL, limits=m.Limits(bench_rounds=1))
     assert verify.over_starts == PLAN and state.result is m.Result.REJECTED
-    state, _ = _over_starts(judged, Verdict.INCONCLUSIVE, limits=m.Limits(bench_rounds=1))
+    state, _ = _over_starts(judged, JudgeOutcome.INCONCLUSIVE, limits=m.Limits(bench_rounds=1))
     assert state.result is m.Result.INCONCLUSIVE and state.reasons[-1].startswith("still inconclusive over two")
 
 
 def test_a_fail_over_two_starts_with_a_drifted_baseline_is_inconclusive_one_story():
-    state, _ = _over_starts(m.Judged(Verdict.FAIL, over_starts=PLAN), Verdict.FAIL, drift=True)
+    state, _ = _over_starts(m.Judged(JudgeOutcome.FAIL, over_starts=PLAN), JudgeOutcome.FAIL, drift=True)
     assert state.result is m.Result.INCONCLUSIVE and state.drift
     assert state.reasons[-1].startswith("inconclusive, not rejected: the restored baseline drifted")
     assert not any(r.startswith("rejected") for r in state.reasons)
 
 
 def test_a_robust_fail_verifies_as_before_and_a_non_final_inconclusive_carries_no_plan():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, ("C=64: −87 %",)), OK])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL, ("C=64: −87 %",)), OK])
     assert m.next_action(state) == m.VerifyBaseline()
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN, more_trials=((8, 1),))])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=PLAN, more_trials=((8, 1),))])
     assert state.phase is m.Phase.BENCH and state.over_starts == ()
 
 
 @pytest.mark.parametrize("steps", [0, 2], ids=["in-the-second-start", "in-the-verification"])
 def test_a_controller_killed_deciding_over_starts_rolls_back_and_verifies_over_starts_again(steps):
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=PLAN)] + [OK] * steps)
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL, over_starts=PLAN)] + [OK] * steps)
     assert state.phase is (m.Phase.SECOND_START, m.Phase.ROLLBACK, m.Phase.VERIFY)[steps] and state.touched
     resumed = m.resume_after_crash(state, "the controller died")
     assert resumed.phase is m.Phase.ROLLBACK and resumed.result is m.Result.REJECTED
@@ -368,7 +368,7 @@ def test_a_controller_killed_deciding_over_starts_rolls_back_and_verifies_over_s
 
 
 def test_the_second_start_asks_for_the_plan_and_an_abort_there_still_decides_over_starts():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN)], limits=m.Limits(bench_rounds=1))
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=PLAN)], limits=m.Limits(bench_rounds=1))
     assert m.next_action(state) == m.SecondCandidateStart(over_starts=PLAN)
     aborted = m.advance(state, m.Interrupted("aborted by the operator"))
     assert aborted.phase is m.Phase.ROLLBACK and aborted.result is m.Result.INCONCLUSIVE
@@ -376,7 +376,7 @@ def test_the_second_start_asks_for_the_plan_and_an_abort_there_still_decides_ove
 
 
 def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_that():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=PLAN),
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=PLAN),
                                      m.Failed(("the candidate did not come back on its second start (crashed)",)), OK],
                      limits=m.Limits(bench_rounds=1))
     assert state.result is m.Result.REJECTED and state.over_starts == ()
@@ -390,21 +390,21 @@ ONE = ((64, 5),)
 
 
 def test_a_one_level_plan_restarts_the_candidate_twice_and_asks_the_verification_for_a_third_baseline_start():
-    judged = m.Judged(Verdict.FAIL, ("C=64: −7 %",), over_starts=ONE, starts=3)
+    judged = m.Judged(JudgeOutcome.FAIL, ("C=64: −7 %",), over_starts=ONE, starts=3)
     state, actions = drive(HAPPY_PREFIX + [judged, OK, OK, OK])
     assert actions[-4:] == ["JudgeCandidate", "SecondCandidateStart", "SecondCandidateStart", "RestoreBaseline"]
     assert state.phase is m.Phase.VERIFY and state.candidate_starts == 3
     assert m.next_action(state) == m.VerifyBaseline(over_starts=ONE, starts=3)
-    done = m.advance(state, m.Verified(True, reasons=("over starts: …",), starts=Verdict.FAIL, baseline_starts=3))
+    done = m.advance(state, m.Verified(True, reasons=("over starts: …",), starts=JudgeOutcome.FAIL, baseline_starts=3))
     assert done.result is m.Result.REJECTED
     assert done.reasons[-1] == "rejected: worse beyond the limit against the baseline on all three of its server starts"
-    inconclusive = m.advance(state, m.Verified(True, starts=Verdict.INCONCLUSIVE, baseline_starts=2))
+    inconclusive = m.advance(state, m.Verified(True, starts=JudgeOutcome.INCONCLUSIVE, baseline_starts=2))
     assert inconclusive.reasons[-1] == ("inconclusive, not rejected: a slower server start could explain the FAIL "
                                         "(judged over two baseline starts)")  # B3 not measured: says two
 
 
 def test_each_of_the_candidate_s_later_starts_is_asked_by_its_number():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3)],
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=ONE, starts=3)],
                      limits=m.Limits(bench_rounds=1))
     assert m.next_action(state) == m.SecondCandidateStart(over_starts=ONE, start=2)
     state = m.advance(state, OK)
@@ -412,7 +412,7 @@ def test_each_of_the_candidate_s_later_starts_is_asked_by_its_number():
 
 
 def test_an_abort_on_the_candidate_s_third_start_rolls_back_keeping_what_was_measured():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3), OK],
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=ONE, starts=3), OK],
                      limits=m.Limits(bench_rounds=1))
     aborted = m.advance(state, m.Interrupted("aborted by the operator"))
     assert aborted.phase is m.Phase.ROLLBACK and aborted.result is m.Result.INCONCLUSIVE
@@ -422,14 +422,14 @@ def test_an_abort_on_the_candidate_s_third_start_rolls_back_keeping_what_was_mea
 
 @pytest.mark.parametrize("steps", [1, 2, 3], ids=["after-C2", "in-the-rollback", "in-the-verification"])
 def test_a_controller_killed_on_three_starts_a_side_resumes_at_the_rollback_and_still_asks_for_b3(steps):
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=ONE, starts=3)] + [OK] * steps)
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL, over_starts=ONE, starts=3)] + [OK] * steps)
     resumed = m.resume_after_crash(m.State.from_dict(json.loads(json.dumps(state.to_dict()))), "the controller died")
     assert resumed.phase is m.Phase.ROLLBACK and resumed.result is m.Result.REJECTED
     assert m.next_action(m.advance(resumed, OK)) == m.VerifyBaseline(over_starts=ONE, starts=3)
 
 
 def test_a_candidate_that_does_not_come_back_on_its_third_start_is_rejected_on_that():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.INCONCLUSIVE, over_starts=ONE, starts=3), OK,
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.INCONCLUSIVE, over_starts=ONE, starts=3), OK,
                                      m.Failed(("the candidate did not come back on a third server start (crashed)",)), OK],
                      limits=m.Limits(bench_rounds=1))
     assert state.result is m.Result.REJECTED and state.over_starts == ()
@@ -437,7 +437,7 @@ def test_a_candidate_that_does_not_come_back_on_its_third_start_is_rejected_on_t
 
 
 def test_a_state_saved_before_three_starts_existed_decides_over_two_as_then():
-    state, _ = drive(HAPPY_PREFIX + [m.Judged(Verdict.FAIL, over_starts=PLAN)])
+    state, _ = drive(HAPPY_PREFIX + [m.Judged(JudgeOutcome.FAIL, over_starts=PLAN)])
     old = {k: v for k, v in state.to_dict().items() if k not in ("starts", "candidate_starts")}
     loaded = m.State.from_dict(json.loads(json.dumps(old)))
     assert loaded == state and loaded.phase is m.Phase.SECOND_START

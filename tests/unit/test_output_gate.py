@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.inventory.policy import OutputGatePolicy
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.outputgate.accuracy import paired, wilson
 from deployctl.outputgate.compare import Reference, Scored, shift, topk_kl
 from deployctl.outputgate.probes import Probe, ProbeSet, correct, shipped
@@ -95,9 +95,9 @@ def _world(n: int, noise: float, wrong: bool = False):
 def test_the_verdict_passes_a_small_shift_and_fails_corrupted_outputs():
     policy = OutputGatePolicy()
     ok = decide(policy, *_world(40, 0.01))
-    assert ok.outcome is Outcome.PASS and ok.reasons[0].startswith("outputs unchanged")
+    assert ok.outcome is JudgeOutcome.PASS and ok.reasons[0].startswith("outputs unchanged")
     bad = decide(policy, *_world(40, 0.0, wrong=True))
-    assert bad.outcome is Outcome.FAIL and bad.reasons[0].startswith("output changed: accuracy 40/40 → 1/40")  # m7 answers 7
+    assert bad.outcome is JudgeOutcome.FAIL and bad.reasons[0].startswith("output changed: accuracy 40/40 → 1/40")  # m7 answers 7
     assert bad.examples and bad.examples[0].candidate == " 7"
     assert ReferenceSet.from_dict(ReferenceSet("k", "test", _world(3, 0)[1]).to_dict()).refs == _world(3, 0)[1]
 
@@ -105,10 +105,10 @@ def test_the_verdict_passes_a_small_shift_and_fails_corrupted_outputs():
 def test_failed_probes_or_a_noisy_floor_are_inconclusive():
     policy = OutputGatePolicy()
     probes, refs, floor, scores, answers = _world(40, 0.0)
-    assert decide(policy, probes, refs, floor, scores, answers, failed=10, requests=80).outcome is Outcome.INCONCLUSIVE
+    assert decide(policy, probes, refs, floor, scores, answers, failed=10, requests=80).outcome is JudgeOutcome.INCONCLUSIVE
     noisy = {i: Scored(i, s.logprobs, (((7, lp(0.9)),),)) for i, s in floor.items()}
     said = decide(policy, probes, refs, noisy, scores, answers)
-    assert said.outcome is Outcome.INCONCLUSIVE and "disagrees with itself" in said.reasons[0]
+    assert said.outcome is JudgeOutcome.INCONCLUSIVE and "disagrees with itself" in said.reasons[0]
 
 
 def test_policy_rejects_nonsense_with_the_key():

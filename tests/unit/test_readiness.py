@@ -8,7 +8,7 @@ from typing import AsyncIterator, Iterable
 
 import pytest
 
-from deployctl.live.ready_wait import wait_ready
+from deployctl.operations.ready_wait import wait_ready
 from deployctl.startup.journal_line import JournalLine
 from deployctl.startup.readiness import (
     READY_LINE,

@@ -19,12 +19,12 @@ from deployctl.adapters.transient import (
     operation_unit,
     timer_properties,
 )
-from deployctl.commands._remote import remote_argv, strip_options
-from deployctl.commands._upload import upload_directory
+from deployctl.console.remote import remote_argv, strip_options
+from deployctl.console.upload import upload_directory
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.inventory.policy import Policy
-from deployctl.judge.outcome import Outcome
-from deployctl.live.operation import (
+from deployctl.judge.outcome import JudgeOutcome
+from deployctl.operations.operation import (
     RESULT_ENV,
     WORKER_ENV,
     OperationRecord,
@@ -33,9 +33,9 @@ from deployctl.live.operation import (
     unit_environment,
 )
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.dead_man import MARGIN_S, Lease, Verdict, check_s, describe, judge_alive, stall_s
-from deployctl.promote.evidence import JudgeResult
+from deployctl.decisions import machine as m
+from deployctl.decisions.dead_man import MARGIN_S, Lease, LeaseAction, check_s, describe, judge_alive, stall_s
+from deployctl.decisions.evidence import JudgeResult
 
 # --- transient units ------------------------------------------------------------------------------
 
@@ -146,14 +146,14 @@ def test_the_bounds_from_the_policy_win():
             Policy.model_validate(bad)
 
 
-@pytest.mark.parametrize("idle, verdict", [(0, Verdict.WAIT), (99.9, Verdict.WAIT), (100, Verdict.TERMINATE),
-                                           (199, Verdict.TERMINATE), (200, Verdict.KILL)])
+@pytest.mark.parametrize("idle, verdict", [(0, LeaseAction.WAIT), (99.9, LeaseAction.WAIT), (100, LeaseAction.TERMINATE),
+                                           (199, LeaseAction.TERMINATE), (200, LeaseAction.KILL)])
 def test_a_live_controller_is_judged_by_how_long_it_made_no_progress(idle, verdict):
     assert judge_alive(Lease(release_id=7, pid=42, renewed=1000.0, stall_s=100), 1000.0 + idle) is verdict
 
 
 def test_a_live_controller_without_a_lease_is_left_alone():
-    assert judge_alive(None, 1e9) is Verdict.WAIT
+    assert judge_alive(None, 1e9) is LeaseAction.WAIT
 
 
 # --- ssh ----------------------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ class FakeGuard:
         self.log.append("disarm")
 
 
-@pytest.mark.parametrize("verdict, result", [(Outcome.PASS, m.Result.KEPT), (Outcome.FAIL, m.Result.REJECTED)])
+@pytest.mark.parametrize("verdict, result", [(JudgeOutcome.PASS, m.Result.KEPT), (JudgeOutcome.FAIL, m.Result.REJECTED)])
 async def test_the_switch_is_armed_after_install_and_disarmed_once_kept_or_rolled_back(verdict, result):
     calls: list[str] = []
     a = replace(adapters(judge=FakeJudge([JudgeResult(verdict, ("r",))])), guard=FakeGuard(calls))
@@ -282,7 +282,7 @@ def test_the_verb_script_writes_the_inventory_privately_and_hands_it_to_the_exec
     import subprocess
     from pathlib import Path
 
-    from deployctl.commands._remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
+    from deployctl.console.remote import MAX_INVENTORY_BYTES, UPLOADED, verb_script
 
     inventory = b"# it's 'quoted' $(and) `not run`\nhosts: {}\n"
     script = verb_script(["sh", "-c", 'stat -c %a "$(dirname "$1")"; cat "$1"; echo "$1"', "sh", UPLOADED], inventory)

@@ -16,7 +16,7 @@ from support.hostile import HOSTILE, inventory_with
 
 from deployctl.errors import InputError
 from deployctl.inventory.model import InventoryInvalid
-from deployctl.units.escape import (
+from deployctl.unit_escape import (
     environment_assignment,
     exec_arg,
     forbidden_character,

@@ -6,14 +6,14 @@ import io
 
 from support.promote import bench, memory_ledger, plan
 
-from deployctl.commands.output import TerminalProgress, emit
-from deployctl.judge.outcome import LevelState, Outcome
+from deployctl.console.output import TerminalProgress, emit
+from deployctl.judge.outcome import LevelState, JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
-from deployctl.promote.state import PHASE_WIDTH
-from deployctl.promote.report import (
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import Evidence, JudgeResult, LevelRow, PromoteOutcome
+from deployctl.decisions.state import PHASE_WIDTH
+from deployctl.decisions.report import (
     history_lines,
     level_rows,
     outcome_json,
@@ -47,7 +47,7 @@ def test_judge_rows_win_over_plain_means():
 def test_outcome_lines_tell_the_whole_story():
     out = _outcome(baseline=bench({1: 120.0, 64: 1500.0}), candidate=bench({1: 120.0, 64: 195.0}),
                    startup_diff=("max_running_requests 48 → 26 (attributed to --enable-fused-moe-sum-all-reduce)",),
-                   judge=JudgeResult(Outcome.FAIL, ()))
+                   judge=JudgeResult(JudgeOutcome.FAIL, ()))
     text = "\n".join(outcome_lines(out))
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "48 → 26", "verdict: FAIL", "−87.0 %",
                      "rolled back", "release 7", "exit 10", "controller overhead 1.00 s"):
@@ -102,7 +102,7 @@ def test_the_trials_run_are_counted_against_the_fixed_design():
 
 def test_a_verdict_over_server_starts_counts_the_second_starts_trials():
     # C1 3 a level and B1 2 at two levels; C2 and the verification over starts 2 at one critical level each.
-    over = StartsVerdict(Outcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
+    over = StartsVerdict(JudgeOutcome.INCONCLUSIVE, ("INCONCLUSIVE over server starts",), DEFAULT_RESTART)
     decided = _outcome(baseline=bench({1: 1.0, 64: 1.0}, trials=2), candidate=bench({1: 1.0, 64: 1.0}, trials=3),
                        candidate_again=[bench({64: 1.0}, trials=2)], verify=bench({64: 1.0}, trials=2), starts=over)
     assert "trials 14 (baseline 4, candidate 6, candidate's later starts 2, verification over starts 2) of the 20" \
@@ -166,7 +166,7 @@ def test_emit_plain_when_not_a_terminal():
 
 def test_live_release_line():
     from deployctl.adapters.ledger import live_release
-    from deployctl.promote.report import live_release_line
+    from deployctl.decisions.report import live_release_line
 
     with memory_ledger() as led:
         assert "none recorded" in live_release_line(live_release(led, "qwen"))
@@ -191,7 +191,7 @@ def test_telemetry_per_level_baseline_beside_candidate_with_the_levels_notes():
     from dataclasses import replace
 
     from deployctl.bench.result import LevelResult, LevelTelemetry
-    from deployctl.promote.report import telemetry_lines
+    from deployctl.decisions.report import telemetry_lines
 
     def with_telemetry(result, watts, notes=()):
         levels = tuple(LevelResult(lv.concurrency, tuple(

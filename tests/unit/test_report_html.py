@@ -13,7 +13,7 @@ from testpaths import DATA
 from deployctl.bench.result import BenchResult
 from deployctl.inventory.policy import JudgePolicy
 from deployctl.judge.verdict import judge
-from deployctl.promote.records import Event, Release, StoredBench
+from deployctl.decisions.records import Event, Release, StoredBench
 from deployctl.reporting.changes import release_changes
 from deployctl.reporting.history import ReleaseRuns, history_chart, history_page
 from deployctl.reporting.markdown import comparison_markdown, sweep_markdown

@@ -15,16 +15,16 @@ from deployctl.bench.result import BenchResult
 from deployctl.errors import ExitCode, SystemdError
 from deployctl.inventory.policy import JudgePolicy, LevelRule
 from deployctl.judge.noise import DEFAULT_RESTART_WEIGHT, learn_restart, restart_pair
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import DEFAULT_RESTART_SIGMA, RestartNoise
 from deployctl.live.bindings import LiveJudge
 from deployctl.live.runner import Runner
-from deployctl.promote import machine as m
-from deployctl.promote.canary import ServerStart, WatchStart
-from deployctl.promote.decided import decided
-from deployctl.promote.evidence import GateResult, JudgeResult, StartOutcome, bench_key
-from deployctl.promote.report import outcome_json, outcome_lines
+from deployctl.decisions import machine as m
+from deployctl.decisions.canary import ServerStart, WatchStart
+from deployctl.decisions.decided import decided
+from deployctl.decisions.evidence import GateResult, JudgeResult, StartOutcome, bench_key
+from deployctl.decisions.report import outcome_json, outcome_lines
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ async def test_crash_on_start_is_rejected_with_the_servers_reason(ledger):
 
 async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
     down = StartOutcome(False, "crashed", "exit status 1")
-    a = adapters(judge=FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −87 %",))]))
+    a = adapters(judge=FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("C=64: −87 %",))]))
     a.units = FakeUnits(outcomes={plan().known_good_text: down})
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED
@@ -105,7 +105,7 @@ async def test_failed_rollback_exits_12_and_retries_with_a_fresh_start(ledger):
 
 async def test_inconclusive_benchmarks_more_trials_then_keeps_the_baseline(ledger):
     more = ((64, 2),)
-    verdicts = [JudgeResult(Outcome.INCONCLUSIVE, (), more), JudgeResult(Outcome.INCONCLUSIVE, ("C=64: −3 % ± 4 %",), more)]
+    verdicts = [JudgeResult(JudgeOutcome.INCONCLUSIVE, (), more), JudgeResult(JudgeOutcome.INCONCLUSIVE, ("C=64: −3 % ± 4 %",), more)]
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1450}), bench({64: 1460}), bench({1: 120})])
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 3})}))
     a = adapters(judge=FakeJudge(verdicts), bench_=b)
@@ -377,7 +377,7 @@ async def test_an_unexpected_error_rolls_back_instead_of_leaving_the_candidate(l
 
 
 async def test_a_restored_baseline_that_fails_its_health_check_is_a_failed_rollback(ledger):
-    a = adapters(judge=FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −87 %",))]),
+    a = adapters(judge=FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("C=64: −87 %",))]),
                  bench_=FakeBench([bench({1: 120, 64: 1500}), bench({1: 20, 64: 200})], healthy=False))
     out, _, _ = await _run(ledger, a)
     assert out.exit_code == ExitCode.ROLLBACK_FAILED
@@ -440,7 +440,7 @@ async def test_the_baselines_answers_are_stored_and_reused_by_the_next_promote(l
     a = adapters()
     a.outputs = FakeOutputs()
     first, _, _ = await _run(ledger, a, p, state)
-    assert first.exit_code == ExitCode.OK and first.evidence.output.outcome is Outcome.PASS
+    assert first.exit_code == ExitCode.OK and first.evidence.output.outcome is JudgeOutcome.PASS
     b = adapters()
     b.outputs = a.outputs
     second, _, _ = await _run(ledger, b, p, state)
@@ -459,8 +459,8 @@ def _starts(outcome, reason):
 
 async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baseline_starts(ledger):
     p = plan()
-    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
-    judge = FakeJudge(verdicts, starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
+    verdicts = [JudgeResult(JudgeOutcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS, record={"outcome": "FAIL"})]
+    judge = FakeJudge(verdicts, starts=_starts(JudgeOutcome.INCONCLUSIVE, "a restart offset of up to 6 % could explain it"))
     b = FakeBench([bench({1: 120, 64: 1500}, trials=2, spread=0.01), bench({1: 119, 64: 1400}, trials=2, spread=0.01),
                    bench({1: 120, 64: 1480}), bench({1: 121, 64: 1490})])
     a = adapters(judge=judge, bench_=b)
@@ -503,8 +503,8 @@ async def test_a_fail_a_restart_offset_could_explain_is_decided_over_two_baselin
 
 async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(ledger):
     p = plan(policy=plan().policy.model_copy(update={"judge": plan().policy.judge.model_copy(update={"max_trials": 1})}))
-    verdicts = [JudgeResult(Outcome.INCONCLUSIVE, ("C=64: unclear",), over_starts=OVER_STARTS)]
-    judge = FakeJudge(verdicts, starts=_starts(Outcome.FAIL, "over 2 baseline starts: −9 %, limit −5 %"))
+    verdicts = [JudgeResult(JudgeOutcome.INCONCLUSIVE, ("C=64: unclear",), over_starts=OVER_STARTS)]
+    judge = FakeJudge(verdicts, starts=_starts(JudgeOutcome.FAIL, "over 2 baseline starts: −9 %, limit −5 %"))
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 121, 64: 1400}), bench({1: 120, 64: 1390}), bench({1: 120})])
     out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b), p=p, state=m.start(m.Limits(bench_rounds=1)))
     assert out.exit_code == ExitCode.REJECTED
@@ -513,7 +513,7 @@ async def test_an_inconclusive_decided_over_two_starts_can_become_a_rejection(le
 
 
 async def test_a_candidate_that_does_not_come_back_on_its_second_start_is_rejected_on_that(ledger):
-    verdicts = [JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS)]
+    verdicts = [JudgeResult(JudgeOutcome.FAIL, ("C=64: −7 %",), over_starts=OVER_STARTS)]
     judge = FakeJudge(verdicts)
     a = adapters(judge=judge)
 
@@ -536,8 +536,8 @@ ONE_LEVEL = ((64, 5),)
 def _three_starts_world(crash_on: int):
     """A one-level FAIL to decide over three starts a side; the ``crash_on``-th restart of the unit (counting
     the candidate's first as 1) comes back crashed, whatever it runs."""
-    judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −7 %",), over_starts=ONE_LEVEL, starts=3)],
-                      starts=_starts(Outcome.INCONCLUSIVE, "a restart offset of up to 2 % could explain it"))
+    judge = FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("C=64: −7 %",), over_starts=ONE_LEVEL, starts=3)],
+                      starts=_starts(JudgeOutcome.INCONCLUSIVE, "a restart offset of up to 2 % could explain it"))
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1400}), bench({64: 1410}, trials=5),
                    bench({64: 1405}, trials=5), bench({64: 1500}, trials=5), bench({64: 1495}, trials=5)])
 
@@ -582,11 +582,11 @@ async def test_a_restored_baseline_that_does_not_come_back_on_its_third_start_is
 
 
 async def test_a_robust_fail_verifies_with_one_trial_and_no_verdict_over_starts(ledger):
-    judge = FakeJudge([JudgeResult(Outcome.FAIL, ("C=64: −30 %",))])
+    judge = FakeJudge([JudgeResult(JudgeOutcome.FAIL, ("C=64: −30 %",))])
     b = FakeBench([bench({1: 120, 64: 1500}), bench({1: 120, 64: 1050}), bench({1: 120})])
     out, _, _ = await _run(ledger, adapters(judge=judge, bench_=b))
     assert out.exit_code == ExitCode.REJECTED and b.calls[-1] == ([1], 1)
-    assert judge.starts_asked == [] and judge.drift_asked[0][1] is Outcome.FAIL  # the A-B-A reading, as before
+    assert judge.starts_asked == [] and judge.drift_asked[0][1] is JudgeOutcome.FAIL  # the A-B-A reading, as before
     assert out.evidence.starts is None and ledger.get(out.release_id).verdict == "FAIL"
 
 

@@ -6,12 +6,12 @@ import pytest
 from support.promote import bench, memory_ledger, plan
 from support.runner_fakes import FakeBench, FakeJudge, FakeUnits, adapters
 
-from deployctl.judge.outcome import Outcome
+from deployctl.judge.outcome import JudgeOutcome
 from deployctl.judge.starts import StartsVerdict
 from deployctl.judge.stats import RestartNoise
-from deployctl.live.recovery import recover, recovery_plan
-from deployctl.promote import machine as m
-from deployctl.promote.evidence import SECOND_START_ROLE, StartOutcome
+from deployctl.flows.recover import recover, recovery_plan
+from deployctl.decisions import machine as m
+from deployctl.decisions.evidence import SECOND_START_ROLE, StartOutcome
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ async def test_death_while_deciding_over_starts_measures_and_decides_it_again(le
     if phase is m.Phase.VERIFY:
         ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
     said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
-    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    judge = FakeJudge(starts=StartsVerdict(JudgeOutcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
     b = FakeBench([bench({1: 121.0})])
     done = await recover(ledger, "qwen", adapters(bench_=b, judge=judge), _plan_for(ledger), "status")
     assert b.calls == [([1], {1: 2})]  # the plan, again, on the restored baseline's new start
@@ -130,7 +130,7 @@ async def test_death_after_the_candidate_s_second_of_three_starts_resumes_with_b
     ledger.save_bench(rid, "candidate", bench({1: 112.0}), unit_hash=plan().candidate_hash, bench_key="k")
     ledger.save_bench(rid, SECOND_START_ROLE, bench({1: 113.0}), unit_hash=plan().candidate_hash, bench_key="r")
     said = "INCONCLUSIVE over server starts: … a restart offset of up to 2.0 % a start could explain it"
-    judge = FakeJudge(starts=StartsVerdict(Outcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
+    judge = FakeJudge(starts=StartsVerdict(JudgeOutcome.INCONCLUSIVE, (said,), RestartNoise(0.02, None, "guard")))
     b = FakeBench([bench({1: 121.0}), bench({1: 122.0})])
     a = adapters(bench_=b, judge=judge)
     done = await recover(ledger, "qwen", a, _plan_for(ledger), "status")

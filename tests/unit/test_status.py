@@ -7,7 +7,7 @@ from pathlib import Path
 from deployctl.adapters.unitfiles import UnitFile
 from deployctl.commands.status import Status, status_lines
 from deployctl.inventory.model import Host
-from deployctl.live.site import server_url
+from deployctl.operations.site import server_url
 from deployctl.units.stamp import stamp_keys, unit_hash, with_hash
 from deployctl.units.state import UnitState
 

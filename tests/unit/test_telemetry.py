@@ -34,7 +34,7 @@ from deployctl.bench.telemetry import (
     samples_to_dicts,
     summarize,
 )
-from deployctl.live.telemetry import TelemetrySampler
+from deployctl.load.telemetry import TelemetrySampler
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 

@@ -29,7 +29,7 @@ from deployctl.adapters.ledger.location import DEFAULT_STATE_DIR, LEDGER_FILE, r
 from deployctl.adapters.ledger.releases import Releases, who_from_env
 from deployctl.adapters.ledger.restart_pairs import RestartPairs
 from deployctl.adapters.ledger.store import LedgerError
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 
 __all__ = ["DEFAULT_STATE_DIR", "LEDGER_FILE", "Ledger", "LedgerError", "live_release", "resolve_state_dir",
            "who_from_env"]

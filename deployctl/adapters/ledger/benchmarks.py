@@ -11,7 +11,7 @@ from deployctl.adapters.ledger.store import Store, dumps, loads, placeholders
 from deployctl.bench.result import BenchResult
 from deployctl.facts.secrets import redact
 from deployctl.judge.reuse import BaselineFingerprint
-from deployctl.promote.records import StoredBench
+from deployctl.decisions.records import StoredBench
 
 
 class Benchmarks(Store):

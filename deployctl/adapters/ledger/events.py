@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from deployctl.adapters.ledger.store import Store, dumps, loads
 from deployctl.facts.secrets import redact
-from deployctl.promote.records import Event
+from deployctl.decisions.records import Event
 
 
 class Events(Store):

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from deployctl.adapters.ledger.store import Store, dumps, ledger_error, loads
 from deployctl.errors import InputError
 from deployctl.facts.secrets import redact, redact_mapping, redact_text
-from deployctl.promote.records import Release
+from deployctl.decisions.records import Release
 from deployctl.startup.parser import StartupReport
 
 

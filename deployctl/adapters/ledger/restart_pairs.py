@@ -7,8 +7,8 @@ from typing import Sequence
 
 from deployctl.adapters.ledger.benchmarks import bench_row
 from deployctl.adapters.ledger.store import Store, placeholders
-from deployctl.promote.evidence import SECOND_START_ROLE
-from deployctl.promote.records import StoredRestartPair
+from deployctl.decisions.evidence import SECOND_START_ROLE
+from deployctl.decisions.records import StoredRestartPair
 
 
 class RestartPairs(Store):
@@ -72,7 +72,7 @@ class RestartPairs(Store):
                      limit: int) -> list[tuple[int, int]]:
         """(reference row, watch row) of the first synthetic canary watch on each start whose reference was
         measured on an earlier start of the same unit and sweep (its note's ``restart_between``,
-        ``promote.canary.WatchStart``). Only the first: the later watches on that start measure the same
+        ``decisions.canary.WatchStart``). Only the first: the later watches on that start measure the same
         restart offset again, and would count one offset as many."""
         marks = placeholders(exclude_releases)
         rows = self._rows(

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 """Run deployctl on the managed host and read its ``--json`` document and exit code.
 
-The exit codes are deployctl's contract (``deployctl/errors.py`` EXIT_CODES); the modules decide on
-them, never on the words of a message.
+The exit codes are deployctl's contract (``deployctl/errors.py`` ExitCode; tests/unit/test_ansible_contract.py
+keeps these equal to it); the modules decide on them, never on the words of a message.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,7 +22,8 @@ ROLLBACK_FAILED = 12
 CANARY_DEGRADED = 20
 CANARY_UNCLEAR = 23
 
-# deployctl's own default (deployctl/adapters/ledger.py DEFAULT_STATE_DIR), after --state-dir and the variable.
+# deployctl's own default (deployctl/adapters/ledger/location.py DEFAULT_STATE_DIR), after --state-dir and the
+# variable; tests/unit/test_ansible_contract.py keeps the two equal.
 DEFAULT_STATE_DIR = "/var/lib/deployctl"
 
 # Options every module takes: where deployctl and its inventory and ledger are on the host.
