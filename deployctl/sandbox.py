@@ -98,6 +98,9 @@ class Sandbox:
              "/bin/bash", "-c", _boot_script(systemd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=_die_with_parent,
+            # Out of the terminal's process group: a Ctrl-C there must reach the deployctl running inside (a
+            # promote rolls back), never unshare or systemd, whose death would cut that rollback short.
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout_s
         pid = None

@@ -21,7 +21,7 @@ import pytest
 
 
 BESIDE = frozenset({
-    "test_install.py", "test_fleet_ansible.py", "test_remote_ops.py", "test_render_systemd.py",
+    "test_demo_interrupt.py", "test_install.py", "test_fleet_ansible.py", "test_remote_ops.py", "test_render_systemd.py",
     "test_startup_report_journal.py", "test_systemd_adapter.py", "test_systemd_bus.py",
     "test_systemd_journal_window.py", "test_systemd_polkit.py", "test_systemd_restart.py",
     "test_systemd_restart_stress.py", "test_systemd_verbs.py", "test_units_contract.py",

@@ -139,8 +139,14 @@ def render_telemetry(t: LevelTelemetry | None) -> str:
     if t.process_cpu_pct is not None:
         parts.append(f"server CPU {t.process_cpu_pct:.0f} %")
     if t.process_rss_gb is not None:
-        parts.append(f"RSS {t.process_rss_gb:.1f} GB in {t.process_count} processes")
+        parts.append(f"RSS {_memory(t.process_rss_gb)}" + (
+            f" in {t.process_count} process{'' if t.process_count == 1 else 'es'}" if t.process_count else ""))
     return ", ".join(parts)
+
+
+def _memory(gb: float) -> str:
+    # A small server (the simulator: about 40 MB) read "0.0 GB" in GB with one decimal.
+    return f"{gb:.1f} GB" if gb >= 1 else f"{gb * 1024:.0f} MB"
 
 
 def samples_to_dicts(samples: Iterable[Sample]) -> list[dict[str, Any]]:

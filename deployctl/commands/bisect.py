@@ -8,11 +8,13 @@ import time
 
 from deployctl.adapters.ledger import Ledger
 from deployctl.console.bisect_output import report
+from deployctl.console.cost import promote_cost
 from deployctl.console.in_unit import add_in_unit_argument, dead_man, run_in_unit
 from deployctl.console.options import shift_deployment
 from deployctl.console.output import emit, emit_json
 from deployctl.console.release_verbs import add_candidate_arguments, locked, site_from_args
 from deployctl.decisions.bisect_search import worst_case_trials
+from deployctl.decisions.cost import wall
 from deployctl.errors import ExitCode, UsageError
 from deployctl.flows.bisect import bisect, installed_base, recorded_rejection, search_changes
 from deployctl.judge.reuse import BASELINE_MAX_AGE_S
@@ -85,6 +87,7 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
     with Ledger.open(site.state_dir) as ledger:
         known = recorded_rejection(ledger, site, plan.candidate_hash, plan.known_good_hash, changes,
                                    BASELINE_MAX_AGE_S, time.time())
+        cost = promote_cost(site, plan, BASELINE_MAX_AGE_S, ledger)  # each trial is a promote
     blamed = sorted(known.startup_blamed) if known and len(known.startup_blamed) < len(changes) else []
     n = len(changes) - len(blamed)
     trials = (0 if known else 1) + worst_case_trials(n) + 1
@@ -95,6 +98,7 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
                    "candidate_rejection": known.summary if known else None,
                    "blamed_without_restart": [changes[i].text for i in blamed],
                    "worst_case_trials_one_culprit": trials, "worst_case_restarts": 2 * trials,
+                   "cost_per_trial": cost.to_dict(), "worst_case_gpu_hours": trials * cost.expected_gpu_h,
                    "budget": budget.model_dump()})
         return ExitCode.OK
     lines = [f"bisect {profile} on {site.name}: {len(changes)} change(s) from the live profile {base}:" if installed else
@@ -106,6 +110,9 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
     lines += [f"  blamed by the startup facts without a restart: #{i + 1} {changes[i].text}" for i in blamed]
     lines.append(f"  worst case for one culprit: {trials} trial(s) ({2 * trials} restarts with rollbacks), the last "
                  "one the promote of the candidate minus the culprit; each interacting change adds ⌈log2 n⌉ + 1")
+    lines.append(f"  worst case for one culprit, each trial at a promote's expected cost: "
+                 f"{trials * cost.expected_gpu_h:.2f} GPU-hours ({wall(trials * cost.expected_s)} on {cost.gpus} GPU(s));"
+                 f" a promote here: {cost.basis}")
     lines.append(f"  budget (policy bisect): {budget.max_restarts} restarts, {budget.max_bench_s:.0f} s of benchmark")
     emit(lines)
     return ExitCode.OK

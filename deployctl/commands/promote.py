@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from typing import Sequence
 
 from deployctl.console.bisect_output import report as report_bisect
+from deployctl.console.cost import promote_cost
 from deployctl.console.in_unit import add_in_unit_argument, dead_man, inventory_note, run_in_unit
 from deployctl.console.options import shift_deployment
 from deployctl.console.output import emit, emit_json
@@ -69,14 +71,15 @@ def run(args: argparse.Namespace) -> int:
     _one_profile(args)
     site = site_from_args(args)
     if args.dry_run:
-        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json)
+        return dry_run(site, args.profile, preflight=not args.skip_preflight, as_json=args.json,
+                       baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S)
     if args.in_unit:
         return run_in_unit(args, NAME, site)
     with locked(site, NAME) as lock:
         out = asyncio.run(promote(site, args.profile, lock, preflight=not args.skip_preflight,
                                   baseline_max_age_s=0.0 if args.fresh_baseline else BASELINE_MAX_AGE_S,
                                   guard=dead_man(args, site), inventory=inventory_note(args),
-                                  output_gate=not args.skip_output_gate))
+                                  output_gate=not args.skip_output_gate, show_plan=None if args.json else print_now))
         if args.bisect and out.state.result is m.Result.REJECTED:
             if not args.json:
                 _report(out, as_json=False)
@@ -96,7 +99,14 @@ def _report(out: PromoteOutcome, *, as_json: bool) -> None:
         emit_json(outcome_json(out))
     else:
         ev = out.evidence
-        emit(outcome_lines(out), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+        emit(outcome_lines(out, plan_shown=True), rows=level_rows(ev.baseline, ev.candidate, ev.judge.levels if ev.judge else ()))
+
+
+def print_now(lines: Sequence[str]) -> None:
+    """To stdout at once: flushed, so it comes before the progress that follows on stderr (a terminal, or
+    cron's one pipe for both)."""
+    if lines:
+        print("\n".join(lines), flush=True)
 
 
 def _one_profile(args: argparse.Namespace) -> None:
@@ -108,9 +118,9 @@ def _one_profile(args: argparse.Namespace) -> None:
     args.profile = named.pop()
 
 
-def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
+def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool, baseline_max_age_s: float) -> int:
     """The whole plan, changing nothing: the diff, pre-flight (and whether it would refuse), every gate,
-    whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
+    the expected and worst-case GPU time, whether the real run needs root, and whether the host is remote. Exit 3 when pre-flight would refuse."""
     plan = site.plan(profile, need_known_good=False)
     report = run_preflight(site.inv, site.name, profile, default_python=site.default_python) \
         if preflight and not plan.unchanged else None
@@ -118,6 +128,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
     address = site.inv.host_of(site.deployment).address
     remote = None if site.simulated or address in LOCAL_ADDRESSES else address
     needs_root = os.geteuid() != 0 and not plan.unchanged
+    cost = None if plan.unchanged else promote_cost(site, plan, baseline_max_age_s)
     if as_json:
         emit_json({"deployment": plan.deployment, "profile": plan.profile, "unit": plan.unit_name,
                    "unchanged": plan.unchanged, "profile_diff": list(plan.profile_diff),
@@ -125,6 +136,7 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
                    "preflight": report.to_dict() if report else None, "preflight_would_refuse": refuses,
                    "startup_gates": startup_gates(plan.policy), "needs_root": needs_root, "remote_host": remote,
                    "dead_man": {"check_s": switch.check_s(plan.policy), "stall_s": switch.stall_s(plan.policy)},
+                   "cost": cost.to_dict() if cost else None,
                    "policy": plan.policy.model_dump(mode="json")})
     else:
         lines = plan_lines(plan)
@@ -138,6 +150,8 @@ def dry_run(site: Site, profile: str, *, preflight: bool, as_json: bool) -> int:
             lines.append("  pre-flight: skipped (--skip-preflight)")
         if not plan.unchanged:
             lines.append(f"  {switch.describe(plan.policy)}")
+        if cost is not None:
+            lines += [f"  {line}" for line in cost.describe()]
         if needs_root:
             lines.append("  the real run needs root: it installs the unit in the systemd directories, restarts it "
                          f"over D-Bus and writes the ledger in {site.state_dir}")

@@ -11,6 +11,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from deployctl.decisions import machine as m
+from deployctl.decisions.cost import CostEstimate, eta
 from deployctl.decisions.evidence import LevelRow
 from deployctl.decisions.report import num, table_lines
 from deployctl.decisions.state import PHASE_WIDTH
@@ -59,9 +60,16 @@ class TerminalProgress:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
+        self.cost: CostEstimate | None = None  # once known, each step line ends with the ETA
+
+    def expect(self, cost: CostEstimate) -> None:
+        """The promote's price (``decisions.cost``): from now on every step line says what is left of it."""
+        self.cost = cost
 
     def step(self, phase: m.Phase, text: str) -> None:
         elapsed = time.monotonic() - self.started
+        if self.cost is not None:
+            text = f"{text} · {eta(self.cost, elapsed)}"
         if self.stream.isatty():
             self.stream.write(f"\x1b[2m[{elapsed:6.1f}s]\x1b[0m \x1b[1m{phase.value:<{PHASE_WIDTH}}\x1b[0m {text}\n")
         else:

@@ -66,14 +66,13 @@ class Decided:
 
     def noise_line(self) -> str:
         """The noise estimate in force: the learned σ per level, and what the judge's verdict says of its own."""
-        parts = [f"C={c}: σ {100 * float(n['sigma']):.2f} % ({n['df']} df)"
-                 for c, n in sorted(self.noise.items(), key=lambda kv: int(kv[0]))
+        parts = [_sigma(c, n) for c, n in sorted(self.noise.items(), key=lambda kv: int(kv[0]))
                  if isinstance(n, Mapping) and "sigma" in n and "df" in n]
         # The judge's own account of the noise it used (a field whose name says noise), where it gives one.
         said = next((v for k, v in sorted(self.verdict.items()) if "noise" in k and v), None)
         text = "learned noise in force: " + ("; ".join(parts) if parts else "none (the trials' own spread only)")
         if said is not None:
-            text += "; judge: " + _flat(said)
+            text += "; judge: " + _judge_noise(said)
         return text
 
 
@@ -85,6 +84,22 @@ def decided(events: Iterable[Event]) -> Decided | None:
         if e.kind == "note" and e.name == VERDICT_EVENT:
             found = e
     return Decided.from_detail(found.detail) if found is not None else None
+
+
+def _sigma(concurrency: Any, noise: Mapping[str, Any]) -> str:
+    return f"C={concurrency}: σ {100 * float(noise['sigma']):.2f} % ({noise['df']} df)"
+
+
+def _judge_noise(said: Any) -> str:
+    """The judge's noise in one line; its ``levels`` (one mapping each) as the learned σ are, which ``_flat``
+    would cut to "…" two levels deep."""
+    levels = said.get("levels") if isinstance(said, Mapping) else None
+    if not isinstance(levels, list):
+        return _flat(said)
+    parts = [_sigma(n.get("concurrency", "?"), n) for n in levels
+             if isinstance(n, Mapping) and isinstance(n.get("sigma"), (int, float)) and "df" in n]
+    rest = _flat({k: v for k, v in said.items() if k != "levels"})
+    return "; ".join([*parts, rest] if rest else parts)
 
 
 def _flat(value: Any, depth: int = 0) -> str:

@@ -17,7 +17,7 @@ from deployctl.bench.result import BenchResult, LevelTelemetry
 from deployctl.inventory.policy import JudgePolicy, Policy
 from deployctl.outputgate.verdict import verdict_lines
 from deployctl.decisions import machine as m
-from deployctl.decisions.evidence import LevelRow, Plan, PromoteOutcome
+from deployctl.decisions.evidence import LevelRow, Plan, PreflightResult, PromoteOutcome
 from deployctl.decisions.records import Release
 from deployctl.decisions.state import PHASE_WIDTH
 
@@ -166,12 +166,18 @@ def startup_gates(policy: Policy) -> list[str]:
     return gates
 
 
-def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
-    """The story of a promote (or, with ``heading``, of a rollback, whose plan has no policy to show)."""
+def preflight_lines(result: PreflightResult | None) -> list[str]:
+    return [f"pre-flight warning: {w}" for w in result.warnings] if result is not None else []
+
+
+def outcome_lines(out: PromoteOutcome, heading: str | None = None, *, plan_shown: bool = False) -> list[str]:
+    """The story of a promote (or, with ``heading``, of a rollback, whose plan has no policy to show);
+    ``plan_shown``: the plan and the pre-flight warnings were printed before the work, as they came."""
     ev, state = out.evidence, out.state
-    lines = [heading] if heading else plan_lines(out.plan, restart=False)
-    if ev.preflight is not None:
-        lines += [f"pre-flight warning: {w}" for w in ev.preflight.warnings]
+    if plan_shown:
+        lines = []
+    else:
+        lines = ([heading] if heading else plan_lines(out.plan, restart=False)) + preflight_lines(ev.preflight)
     if ev.reuse is not None:
         lines.append(f"  {ev.reuse.describe()}")
     elif ev.fresh_because and ev.baseline is not None:
@@ -199,7 +205,8 @@ def outcome_lines(out: PromoteOutcome, heading: str | None = None) -> list[str]:
                      f"candidate's {starts}): {ev.starts.outcome.value}")
     if ev.output is not None:
         lines += verdict_lines(ev.output)
-    lines += [f"  - {r}" for r in state.reasons]
+    said = {f"startup gate: {f}" for f in ev.gate_failures}  # the reasons repeat them: printed once, above
+    lines += [f"  - {r}" for r in state.reasons if r not in said]
     if ev.drift is not None and ev.drift.drifted:
         lines.append("  note: the restored baseline measured differently from before: environment drift, not only the candidate")
     if state.done:

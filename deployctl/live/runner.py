@@ -93,7 +93,7 @@ class Runner(BaselineSteps, VerifySteps):
         try:
             where = await self.a.units.restore(self.plan.unit_name, self.plan.known_good_text,
                                                self.plan.known_good_hash)
-            outcome = await self._start(fresh=True)
+            outcome = await self._start(fresh=True, record=False)
             back = (f"rolled back to the known-good unit ({where}; ready in {outcome.wait_s:.1f} s)" if outcome.ready
                     else f"the known-good unit did not come back ({outcome.kind}): {outcome.message}")
         except DeployctlError as err:

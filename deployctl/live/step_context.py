@@ -9,6 +9,7 @@ import asyncio
 from typing import Mapping, Sequence
 
 from deployctl.adapters.ledger import Ledger
+from deployctl.adapters.ledger.spending import SERVER_START
 from deployctl.bench.result import BenchResult
 from deployctl.judge.noise import learn_history, learn_restart, restart_pair
 from deployctl.judge.stats import NoiseEstimate, RestartNoise
@@ -52,10 +53,17 @@ class StepContext:
         self.evidence.add_time("traffic", seconds)
         self.evidence.add_time(key, seconds)
 
-    async def _start(self, *, fresh: bool) -> StartOutcome:
+    async def _start(self, *, fresh: bool, record: bool = True) -> StartOutcome:
+        """Restart the unit and wait for it; ``record=False``: the ledger has failed, do not write to it."""
         timeout = self.plan.policy.gates.startup_timeout_s
         outcome = await self.a.units.restart_and_wait(self.plan.unit_name, timeout, fresh_start=fresh)
         self.evidence.add_time("startup_wait", outcome.wait_s)
+        if not record:
+            return outcome
+        # What the next promote's estimate prices a server start at (``decisions.cost``).
+        phase = self._last.phase.value if self._last is not None else "start"
+        self.ledger.record(self.release_id, phase, "note", SERVER_START,
+                           {"wait_s": outcome.wait_s, "ready": outcome.ready})
         return outcome
 
     def _learned_noise(self) -> dict[int, NoiseEstimate]:

@@ -84,6 +84,7 @@ class LiveBench:
         self.journal: Journal = site.endpoint.journal()
         self.note = note
         self._said: set[str] = set()
+        self._planned: Mapping[int, int] | int = 1  # the trials the sweep under way runs a level: "trial 2 of 3"
 
     def _progress(self, p: Progress) -> None:
         """One line per finished trial, so a long sweep shows it is moving."""
@@ -93,7 +94,8 @@ class LiveBench:
             t = p.result
             invalid = f", not judged: {t.invalid_reason}" if t.invalid_reason else ""
             power = render_telemetry(t.telemetry)
-            self.note(f"C={t.concurrency} trial {t.trial + 1}: {t.output_tok_s:.1f} tok/s, "
+            planned = self._planned if isinstance(self._planned, int) else self._planned.get(t.concurrency, t.trial + 1)
+            self.note(f"C={t.concurrency} trial {t.trial + 1} of {planned}: {t.output_tok_s:.1f} tok/s, "
                       f"{t.requests_ok} ok, {t.requests_failed} failed{invalid}" + (f"; {power}" if power else ""))
             for n in t.notes:
                 self.note(f"  note: {n}")
@@ -120,6 +122,7 @@ class LiveBench:
 
     async def sweep(self, url: str, levels: Sequence[int] | None, trials: Mapping[int, int] | int) -> BenchResult:
         main_pid, invocation_id = await self._unit()
+        self._planned = trials
         return await measure(url, self.policy.bench, simulated=self.site.simulated, say=self._say_once,
                              levels=levels, trials=trials, pid=main_pid, progress=self._progress,
                              api_key=self.site.api_key(),

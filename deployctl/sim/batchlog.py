@@ -39,10 +39,12 @@ class BatchLog:
             return f"{head}full token usage: {usage:.2f}, mamba usage: {running / self._mamba:.2f}"
         return f"#token: {used}, token usage: {usage:.2f}" if decode else f"token usage: {usage:.2f}"
 
-    def prefill(self, seqs: int, tokens: int, running: int, queued: int, used: int, seconds: float) -> None:
+    def prefill(self, seqs: int, tokens: int, running: int, queued: int, used: int, seconds: float,
+                pending: int = 0) -> None:
+        """``pending``: the waiting requests' prompt tokens (0.5.23's ``#pending-token``)."""
         tput = tokens / seconds if seconds > 0 else 0.0
         self._write(0, self._prefill.format(seqs=seqs, tokens=tokens, usage=self._usage(used, running, False),
-                                            running=running, queued=queued, tput=tput))
+                                            running=running, queued=queued, tput=tput, pending=pending))
 
     def tick(self, generated: int, running: int) -> bool:
         """Count one decode step; True when this step's line is due."""

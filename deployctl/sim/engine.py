@@ -138,7 +138,8 @@ class Engine:
                 if self.log is not None:
                     tokens = sum(r.prompt_tokens for r in admitted)
                     used = sum(r.prompt_tokens + r.generated for r in self.running) + tokens
-                    self.log.prefill(len(admitted), tokens, len(self.running), len(self.waiting), used, dt / self.time_scale)
+                    self.log.prefill(len(admitted), tokens, len(self.running), len(self.waiting), used, dt / self.time_scale,
+                                     sum(r.prompt_tokens for r in self.waiting))
                 for req in admitted:
                     if req.aborted:
                         self._release(req)

@@ -170,7 +170,8 @@ def resolve(version: str, parsed: ParsedArgs, host: Host, env: Mapping[str, str]
         nsa_decode = nsa_prefill.replace("prefill", "decode")
         if gpu.sm_major >= 10:
             bare.append(f"Force NSA prefill to use MLA (i.e. disable MHA_ONE_SHOT) for {model['arch']} on Blackwell.")
-        bare.append(f"DSA with TP mode is active, dp_size=1, tp_size={tp}, attn_tp_size={tp}, attention weights will be sharded across {tp} ranks.")
+        dp = "attn_dp_size" if version == "0.5.23" else "dp_size"  # arg_groups/model_hook.py in 0.5.23
+        bare.append(f"DSA with TP mode is active, {dp}=1, tp_size={tp}, attn_tp_size={tp}, attention weights will be sharded across {tp} ranks.")
         bare.append("Setting page size to 64 for DeepSeek DSA.")
         args["page_size"] = 64
         if (args.get(nsa_prefill) or args.get(nsa_decode)) and args.get("kv_cache_dtype") == "auto":

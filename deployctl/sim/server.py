@@ -107,7 +107,7 @@ def build_app(state: ServerState) -> web.Application:
         return await handler(request)
 
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[require_key] if api_key else [])
-    exported = SimMetrics(state.engine, served, lambda: r.memory.kv_tokens if r.memory else 1) \
+    exported = SimMetrics(state.engine, served, lambda: r.memory.kv_tokens if r.memory else 1, r.version) \
         if args.get("enable_metrics") else None
 
     async def health(_: web.Request) -> web.Response:
@@ -168,7 +168,8 @@ def build_app(state: ServerState) -> web.Application:
 
     def _finish_hook(req: Request, source: str, submitted_at: float) -> None:
         if exported is not None:
-            exported.served(source, submitted_at, req.first_token_at, asyncio.get_running_loop().time(), req.generated)
+            exported.served(source, submitted_at, req.first_token_at, asyncio.get_running_loop().time(), req.generated,
+                            req.stream)
         state.completed += 1
         limit = state.faults.crash_after
         if limit is not None and state.completed >= limit:
@@ -180,7 +181,7 @@ def build_app(state: ServerState) -> web.Application:
     async def _run(body: dict[str, Any], kind: str, request: web.Request) -> web.StreamResponse:
         if state.faults.error_rate and random.random() < state.faults.error_rate:
             if exported is not None:
-                exported.failed(source_of(request.headers.get("User-Agent")))
+                exported.failed(source_of(request.headers.get("User-Agent")), bool(body.get("stream")))
             return _error(500, "Internal server error (simulated fault)", "InternalServerError")
         chat = kind == "chat"
         # SGLang's defaults: /generate 128 new tokens, completions 16; chat has no limit, so the

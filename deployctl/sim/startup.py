@@ -277,7 +277,7 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
                 yield from _per_rank(r, f"Capture target prefill CUDA graph begin. backend={prefill}, num_tokens={tokens}, avail mem={avail:.2f} GB")
                 yield Pause(ph["capture_per_bs"] * 10)
                 avail -= 0.31
-                yield from _per_rank(r, f"Capture target prefill CUDA graph end. num_tokens={tokens}, elapsed=14.62 s, mem usage=0.31 GB, avail mem={avail:.2f} GB.")
+                yield from _per_rank(r, f"Capture target prefill CUDA graph end. elapsed=14.62 s, mem usage=0.31 GB, avail mem={avail:.2f} GB.")
         elif fmt["piecewise"] in ("default_on", "opt_in") and not r.piecewise_disabled:
             yield from _per_rank(r, f"Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB")
             yield Pause(ph["capture_per_bs"] * 10)
@@ -319,7 +319,8 @@ def script(r: Resolved, faults: frozenset[str], pid: int, host: str, port: int) 
         yield from _moe_lines(r)  # without graph capture the first MoE forward is the warm-up's
     usage = "full token usage: 0.00, mamba usage: 0.01" if model.get("hybrid_mamba") else "token usage: 0.00"
     tokens = 19 if model.get("multimodal") else 6
-    yield Line(0, fmt["prefill_line"].format(seqs=1, tokens=tokens, usage=usage, running=0, queued=0, tput=0.0))
+    yield Line(0, fmt["prefill_line"].format(seqs=1, tokens=tokens, usage=usage, running=0, queued=0, tput=0.0,
+                                              pending=0))
     warm = "/v1/chat/completions" if model.get("multimodal") and modern else "/generate"
     yield Line(MAIN, f'INFO:     127.0.0.1:{40006 + pid % 20000} - "POST {warm} HTTP/1.1" 200 OK', stdout=True)
     if ver == "0.5.23":
@@ -364,7 +365,7 @@ def _moe_lines(r: Resolved) -> Iterator[Line]:
         for kind, path in r.moe_warnings:
             if kind == "found":
                 yield Line(rank, f"Using MoE kernel config from {path}.")
-            elif kind == "default_config":
+            elif kind == "default_config" or r.version == "0.5.23":  # 0.5.23 says so for a missing _down file too
                 yield Line(rank, f"Using default MoE kernel config. Performance might be sub-optimal! Config file not found at {path}, you can create them with {url}")
             else:
                 yield Line(rank, f"Using MoE kernel config with down_moe=False. Performance might be sub-optimal! Config file not found at {path}, you can create them with {url}")

@@ -1,7 +1,6 @@
 """Flag extraction and pre-flight on the real SGLang wheels (0.5.9, 0.5.10, 0.5.23).
 
-The wheels are fetched once with ``pip download --no-deps --only-binary=:all:`` into
-``$DEPLOYCTL_TEST_WHEELS`` (default ``~/.cache/deployctl-test-wheels``; ~50 MB in all) and reused. Nothing
+The wheels come from the cache tests/support/sglang_wheels.py keeps (scripts/bootstrap fills it). Nothing
 is installed: extraction reads the wheel as a zip, and the "SGLang environment" fixtures are bare venvs
 whose site-packages hold only the source files extraction reads plus the wheel's ``.dist-info``, which is
 all pre-flight looks at. Without network the tests skip, unless CI=true, where they fail.
@@ -9,14 +8,13 @@ all pre-flight looks at. Without network the tests skip, unless CI=true, where t
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from support.sglang_wheels import wheel as _wheel
 
 from deployctl.cli import main
 from deployctl.inventory.model import parse_inventory
@@ -39,31 +37,6 @@ SM120_HOST = HostFacts(
     gpus=tuple(GpuFact(RTX, "sm120", 96.0) for _ in range(8)), python_executable=True, cuda_home_exists=True,
     port_state="free", port_holder=None, disk_free_bytes=(("/var/lib/deployctl", 50 * 2**30),),
 )
-
-
-def _cache() -> Path:
-    path = Path(os.environ.get("DEPLOYCTL_TEST_WHEELS", Path.home() / ".cache" / "deployctl-test-wheels"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _wheel(version: str) -> Path:
-    cache = _cache()
-    found = sorted(cache.glob(f"sglang-{version}-*.whl"))
-    if found:
-        return found[0]
-    # 0.5.23 ships per-CPython wheels: ask for the cp311 manylinux one whatever runs the tests.
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
-           "--implementation", "cp", "--abi", "cp311", "--platform", "manylinux_2_34_x86_64", "--platform", "any",
-           "-q", "-d", str(cache), f"sglang=={version}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-    found = sorted(cache.glob(f"sglang-{version}-*.whl"))
-    if not found:
-        reason = f"cannot download the sglang {version} wheel: {done.stderr.strip()[-300:]}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found[0]
 
 
 @pytest.fixture(scope="module")

@@ -73,5 +73,7 @@ async def test_each_trial_carries_simulated_telemetry_and_a_retraction_invalidat
     assert first.telemetry.source == "simulated" and first.telemetry.gpu_power_w == 250.0
     assert first.telemetry.process_count is not None  # the unit's MainPID tree (here: this process)
     assert "GPU power 250 W of 600 W (42 %), SM 61 % (simulated)" in said[0]
+    trials = [line.split(":")[0] for line in said if line.startswith("C=")]
+    assert trials == ["C=2 trial 1 of 2", "C=2 trial 2 of 2"]  # which of how many planned
     assert result.telemetry_samples and result.telemetry_samples[0]["gpus"][0]["power_w"] == 250.0
     assert journal.read_ids and not any("unavailable" in s for s in said)

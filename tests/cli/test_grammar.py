@@ -107,3 +107,6 @@ def test_bisect_dry_run_prints_the_plan_before_anything_is_installed(tmp_path: P
     code, out, _ = run(["bisect", "candidate", "-d", "glm5", "--dry-run", "--state-dir", str(tmp_path / "state")], capsys)
     assert code == 0, out
     assert "1 change(s) from profile baseline (sglang-glm5.service is not installed yet" in out
+    # Each trial is a promote, priced as one (docs/cost.md): 2 trials × 4.00 GPU-hours on the 8-GPU host.
+    assert ("worst case for one culprit, each trial at a promote's expected cost: 8.00 GPU-hours (60 min on 8 GPU(s));"
+            " a promote here: no history on this host: defaults") in out

@@ -10,6 +10,7 @@ in any order.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,6 +21,8 @@ import yaml
 from support.promote_world import Cli, make_inventory
 from support.promote_world import healthy as _healthy
 
+from deployctl.adapters.ledger import Ledger
+from deployctl.decisions.cost import spent
 from deployctl.errors import ExitCode
 from deployctl.sandbox import Sandbox
 
@@ -82,10 +85,12 @@ def test_dry_run_shows_the_diff_what_would_restart_and_the_policy(world):
     assert done.returncode == 0, done.stderr
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "would restart: sglang-qwen35-sim.service",
                      "limit −10 %; an unchanged candidate failed ≤ 1 %", "max_running_requests may drop ≤ 10 %",
-                     "dead-man's switch: if the controller dies, the rollback starts within 30 s"):
+                     "dead-man's switch: if the controller dies, the rollback starts within 30 s",
+                     "cost: expected ", "the estimate rests on no history on this host: defaults"):
         assert expected in done.stdout, expected
     plan = cli.json("promote", "candidate", "-d", "qwen35-sim", "--dry-run")
     assert plan["would_restart"] == ["sglang-qwen35-sim.service"] and plan["policy"]["judge"]["limit_pct"] == 10
+    assert plan["cost"]["worst"]["gpu_hours"] > plan["cost"]["expected"]["gpu_hours"] > 0
     assert not (cli.box.runtime_unit_dir / data["deployments"]["qwen35-sim"]["unit"]).exists()
 
 
@@ -102,6 +107,17 @@ def test_qwen35_fusion_candidate_fails_the_startup_gate_and_rolls_back(world):
     assert _promotes(cli) == [("candidate", "rejected")]
 
 
+def test_the_plan_comes_before_the_work_in_one_pipe_and_trials_say_of_how_many(world):
+    # cron's way: stdout and stderr into one pipe; the plan and the pre-flight warnings came only after VERIFY
+    cli, _ = world
+    out = cli.output(cli.start("promote", "candidate", "-d", "qwen35-sim"))
+    warning = "pre-flight warning: --enable-flashinfer-allreduce-fusion"
+    assert out.count("promote candidate → qwen35-sim") == 1 and out.count(warning) == 1, out
+    assert out.index("promote candidate → qwen35-sim") < out.index("PREFLIGHT") < out.index(warning) \
+        < out.index("BASELINE") < out.index("ROLLBACK") < out.index("REJECTED: rolled back"), out
+    assert re.search(r"C=2 trial 1 of 3: [0-9.]+ tok/s", out), out  # baseline_trials: 3 (support/promote_world.py)
+
+
 def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
     cli, data = world
     out = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", expect=ExitCode.REJECTED)
@@ -112,6 +128,21 @@ def test_glm5_forced_fusion_fails_the_benchmark_and_rolls_back(world):
     assert not out["drift"]
     assert _installed_profile(cli.box, data["deployments"]["glm5-sim"]["unit"]) == "baseline"
     assert _promotes(cli) == [("candidate-forced-fusion", "rejected")]
+    # Priced from that promote (its baseline now stored, to be reused; the candidate's trials, at 0.13 × the
+    # speed, priced at their own duration), the next one's expected GPU time is within ±25 % of what it then
+    # spends (its trials and server starts, as the ledger holds them).
+    cost = cli.json("promote", "candidate-forced-fusion", "-d", "glm5-sim", "--dry-run")["cost"]
+    assert cost["basis"] == ("from 1 promote(s) on this host; a stored baseline reused after a confirmation trial a"
+                             " critical level"), cost
+    done = cli("promote", "candidate-forced-fusion", "-d", "glm5-sim", "--json")
+    assert done.returncode == ExitCode.REJECTED, done.stdout + done.stderr
+    again = json.loads(done.stdout)
+    # Not a terminal: one plain line a step, each with the time spent and what is left of the estimate.
+    steps = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert steps and all("ETA " in line or "past the expected" in line for line in steps), done.stderr
+    with Ledger.open(cli.state_dir) as ledger:
+        used = spent(ledger.spent(again["release"]), cost["gpus"])
+    assert abs(cost["expected"]["gpu_hours"] - used) <= 0.25 * used, (cost, used)
 
 
 def test_neutral_candidate_passes_and_is_kept(world):

@@ -66,3 +66,13 @@ def test_the_judges_own_noise_account_flows_through_to_the_line() -> None:
                                      "noise": {"within_sigma": 0.012, "restart_sigma": 0.02, "source": "default"}})
     line = found.noise_line()
     assert line.startswith("learned noise in force: none") and "restart_sigma 0.02" in line and "source default" in line
+
+
+def test_the_judges_noise_per_level_is_shown_whole_not_cut_to_ellipses() -> None:
+    # as a promote stores it (show 4 of the demo read "judge: levels …; …; …")
+    noise = {"levels": [{"concurrency": c, "df": 9, "pooled_df": 9, "prior_df": 0, "shared_df": 6, "sigma": 0.0089}
+                        for c in (1, 4, 16)],
+             "restart_df": None, "restart_sigma": 0.005, "restart_source": "default: no restart pairs"}
+    line = Decided("FAIL", {}, {}, {"outcome": "FAIL", "levels": [], "noise": noise}).noise_line()
+    assert "…" not in line and "C=1: σ 0.89 % (9 df); C=4: σ 0.89 % (9 df); C=16: σ 0.89 % (9 df)" in line
+    assert "restart_sigma 0.005" in line and "restart_source default: no restart pairs" in line

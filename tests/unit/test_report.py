@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from support.promote import bench, memory_ledger, plan
 
@@ -52,6 +53,14 @@ def test_outcome_lines_tell_the_whole_story():
     for expected in ("+ --enable-flashinfer-allreduce-fusion", "48 → 26", "verdict: FAIL", "−87.0 %",
                      "rolled back", "release 7", "exit 10", "controller overhead 1.00 s"):
         assert expected in text, expected
+
+
+def test_a_startup_gate_failure_is_printed_once() -> None:
+    failure = "effective max_running_requests fell from 48 to 26 (−45.8 %, more than the 10 % allowed)"
+    out = _outcome(gate_failures=(failure,))
+    out = replace(out, state=replace(out.state, reasons=(f"startup gate: {failure}", "no drift: as before")))
+    text = "\n".join(outcome_lines(out))
+    assert text.count(failure) == 1 and f"startup gate FAIL: {failure}" in text and "  - no drift: as before" in text
 
 
 def test_outcome_json_is_serialisable_and_complete():

@@ -4,35 +4,17 @@ expectations' command, env and version, then compared fact by fact, not line by 
 from __future__ import annotations
 
 import ast
-import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
+from support.simlog import expectation, simulate
 
 from deployctl.sim import cli, startup
-from deployctl.sim.faults import parse_faults
 from deployctl.sim.resolve import resolve
 from deployctl.sim.world import host_from_env
 
-LOGS = Path(__file__).resolve().parent.parent / "data" / "logs"
 READY = "The server is fired up and ready to roll!"
-
-
-def _expect(prefix: str) -> dict:
-    return json.loads(next(LOGS.glob(f"{prefix}-*.expect.json")).read_text())
-
-
-def _simulate(expect: dict, faults: str = "") -> tuple[str, int | None]:
-    argv = shlex.split(expect["command"])
-    argv = argv[argv.index("sglang.launch_server") + 1:]
-    version = cli.canonical_version(expect["sglang_version"]["true_version"])
-    parsed = cli.parse(version, argv)
-    tp = int(parsed.values.get("tp_size", 1))
-    host = host_from_env({"SGLANG_SIM_GPU_COUNT": str(tp)})
-    resolved = resolve(version, parsed, host, {**expect["env"], "SGLANG_SIM_SEED": "1"})
-    return startup.render_text(startup.script(resolved, parse_faults(faults).start, 4242, "0.0.0.0", 8000), resolved)
 
 
 def _dump(log: str) -> dict:
@@ -59,8 +41,8 @@ def _ranks_with(log: str, text: str) -> list[int]:
 
 @pytest.mark.parametrize("prefix", ["01", "02", "03", "08"])
 def test_ready_logs_carry_the_expected_facts(prefix: str) -> None:
-    expect = _expect(prefix)
-    log, code = _simulate(expect)
+    expect = expectation(prefix)
+    log, code = simulate(expect)
     assert code is None and log.rstrip().endswith(READY)
     dump = _dump(log)
     for key, value in (expect.get("server_args") or {}).items():
@@ -79,8 +61,8 @@ def test_ready_logs_carry_the_expected_facts(prefix: str) -> None:
 
 @pytest.mark.parametrize("prefix", ["01", "02", "03", "08"])
 def test_cuda_graph_piecewise_and_moe_warnings(prefix: str) -> None:
-    expect = _expect(prefix)
-    log, _ = _simulate(expect)
+    expect = expectation(prefix)
+    log, _ = simulate(expect)
     tp = expect.get("server_args", {}).get("tp_size") or int(re.search(r"--tp (\d+)", expect["command"]).group(1))
     capture_ranks = _ranks_with(log, "Capture cuda graph begin.")
     assert capture_ranks == (list(range(tp)) if expect["cuda_graph"]["state"] == "captured" else [])
@@ -100,11 +82,11 @@ def test_cuda_graph_piecewise_and_moe_warnings(prefix: str) -> None:
 
 
 def test_bare_lines_come_before_any_timestamp() -> None:
-    expect = _expect("03")
-    log, _ = _simulate(expect)
+    expect = expectation("03")
+    log, _ = simulate(expect)
     head = log.split("[2026-01-01", 1)[0].splitlines()
     assert head == expect["bare_lines_without_timestamp"]
-    log01, _ = _simulate(_expect("01"))
+    log01, _ = simulate(expectation("01"))
     head01 = log01.split("[2026-01-01", 1)[0]
     assert "UserWarning: 'python -m sglang.launch_server' is still supported" in head01
     assert "Max running requests is reset to 48 for speculative decoding." in head01
@@ -112,14 +94,14 @@ def test_bare_lines_come_before_any_timestamp() -> None:
 
 
 def test_incident_candidate_caps_running_requests_at_26_from_132_mamba_slots() -> None:
-    log, _ = _simulate(_expect("02"))
+    log, _ = simulate(expectation("02"))
     assert "max_mamba_cache_size: 132," in log
     assert _dump(log)["max_running_requests"] == 48
     assert _scheduler(log)["max_running_requests"] == 26
 
 
 def test_tqdm_meters_use_carriage_returns_and_glue_other_lines() -> None:
-    log, _ = _simulate(_expect("01"))
+    log, _ = simulate(expectation("01"))
     assert "\rLoading safetensors checkpoint shards:   0% Completed | 0/" in log
     assert "s/it][2026-01-01 00:00:00] Using default HuggingFace chat template" in log
     assert re.search(r"\rCapturing batches \(bs=48 avail_mem=[\d.]+ GB\):   0%\|          \| 0/23 \[00:00<\?, \?it/s\]\[2026-01-01 00:00:00 TP0\] Using default MoE", log)
@@ -127,8 +109,8 @@ def test_tqdm_meters_use_carriage_returns_and_glue_other_lines() -> None:
 
 @pytest.mark.parametrize("prefix", ["04", "10"])
 def test_failure_endings(prefix: str) -> None:
-    expect = _expect(prefix)
-    log, code = _simulate(expect)
+    expect = expectation(prefix)
+    log, code = simulate(expect)
     assert READY not in log
     reason = expect["failure_reason"]
     if expect["failure_kind"] == "oom_kv_cache":
@@ -143,21 +125,21 @@ def test_failure_endings(prefix: str) -> None:
 
 
 def test_mem_fraction_too_small_fails_like_sglang_per_version() -> None:
-    expect = dict(_expect("04"))
+    expect = dict(expectation("04"))
     for version, text in (("0.5.10", "Current value: mem_fraction_static=0.55"),
                           ("0.5.9", "Current value: self.server_args.mem_fraction_static=0.55")):
         expect["sglang_version"] = {"true_version": version}
-        log, code = _simulate(expect)
+        log, code = simulate(expect)
         assert code == -9 and text in log
 
 
 def test_version_formats_differ_where_sglang_does() -> None:
-    base = _expect("01")
-    log_d, _ = _simulate(base)
+    base = expectation("01")
+    log_d, _ = simulate(base)
     assert "Load weight end. elapsed=" in log_d and ", dtype=" not in log_d.split("Load weight end.")[1].split("\n")[0]
     e = dict(base, sglang_version={"true_version": "0.5.23"},
              command=base["command"].replace(" --mamba-scheduler-strategy extra_buffer", ""))
-    log_e, code = _simulate(e)
+    log_e, code = simulate(e)
     assert code is None
     assert "server_args={'model_path': 'Qwen/Qwen3.5-122B-A10B'" in log_e
     assert "Init parallel begin." in log_e and "KV Cache is allocated. dtype: " in log_e
@@ -171,14 +153,14 @@ def test_version_formats_differ_where_sglang_does() -> None:
     ("model_not_found", "is not a local folder and is not a valid model identifier", 1),
 ])
 def test_fault_endings(fault: str, text: str, code: int) -> None:
-    log, exit_code = _simulate(_expect("01"), faults=fault)
+    log, exit_code = simulate(expectation("01"), faults=fault)
     assert exit_code == code and text in log and READY not in log
 
 
 def test_forced_fusion_on_glm5_costs_only_its_small_workspace() -> None:
     # incident B: the patched gate initialised FlashInfer's workspace on all 8 ranks and the server
     # served; the workspace is a few hundred MB, so the KV pool barely moves (the startup gate passes)
-    expect = _expect("03")
+    expect = expectation("03")
     argv = shlex.split(expect["command"])
     argv = argv[argv.index("sglang.launch_server") + 1:]
     host = host_from_env({"SGLANG_SIM_GPU_COUNT": "8"})
@@ -192,7 +174,7 @@ def test_forced_fusion_on_glm5_costs_only_its_small_workspace() -> None:
 
 
 def test_tuned_moe_configs_exist_off_sm120_and_fusion_workspace_only_costs_memory() -> None:
-    expect = _expect("01")
+    expect = expectation("01")
     argv = shlex.split(expect["command"])
     argv = argv[argv.index("sglang.launch_server") + 1:]
     host = host_from_env({"SGLANG_SIM_GPU_NAME": "NVIDIA H200", "SGLANG_SIM_GPU_COUNT": "4"})

@@ -105,6 +105,12 @@ def test_no_gpu_reports_the_process_only_and_keeps_the_reason():
     assert t.details["process_threads"] == 90
 
 
+def test_a_small_server_reads_in_mb_not_as_zero_gb():
+    # the simulator's one process: about 40 MB, which read "RSS 0.0 GB in 1 processes" on every trial
+    samples = [Sample(t=float(t), process=ProcSample(cpu_pct=4.0, rss_gb=0.0404, threads=3, processes=1)) for t in range(3)]
+    assert render_telemetry(summarize(samples, 0, 3, source="simulated")) == "server CPU 4 %, RSS 41 MB in 1 process"
+
+
 def test_render_of_nothing_is_empty():
     assert render_telemetry(None) == ""
     assert render_telemetry(LevelTelemetry(source="client", details={"client": {}})) == ""

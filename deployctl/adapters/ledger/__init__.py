@@ -2,7 +2,7 @@
 
 The only importer of ``sqlite3``: this package, a module per part — ``location`` (the state directory),
 ``schema`` (tables, migrations), ``store`` (the connection, errors), ``releases``, ``events``,
-``benchmarks``, ``restart_pairs``. Lives in the state directory (``--state-dir``, ``$DEPLOYCTL_STATE_DIR``,
+``benchmarks``, ``restart_pairs``, ``spending``. Lives in the state directory (``--state-dir``, ``$DEPLOYCTL_STATE_DIR``,
 default ``/var/lib/deployctl``) next to the locks, because the evidence belongs where the GPUs are.
 
 Tables:
@@ -28,6 +28,7 @@ from deployctl.adapters.ledger.events import Events
 from deployctl.adapters.ledger.location import DEFAULT_STATE_DIR, LEDGER_FILE, resolve_state_dir
 from deployctl.adapters.ledger.releases import Releases, who_from_env
 from deployctl.adapters.ledger.restart_pairs import RestartPairs
+from deployctl.adapters.ledger.spending import Spending
 from deployctl.adapters.ledger.store import LedgerError
 from deployctl.decisions.records import Release
 
@@ -35,7 +36,7 @@ __all__ = ["DEFAULT_STATE_DIR", "LEDGER_FILE", "Ledger", "LedgerError", "live_re
            "who_from_env"]
 
 
-class Ledger(Releases, Events, Benchmarks, RestartPairs):
+class Ledger(Releases, Events, Benchmarks, RestartPairs, Spending):
     """One SQLite database per state directory; every write is its own committed transaction.
 
     Every ``sqlite3`` error becomes a ``LedgerError`` that names the fault (locked, full, damaged, I/O)."""
