@@ -33,7 +33,19 @@ FILES = (
     ("/run/systemd/system.control/", "a candidate's trial unit: gone after a reboot, so the host comes back known-good"),
     ("/etc/systemd/system/deployctl-promote@.service", "run a promote as a service (scripts/install writes it)"),
     ("/etc/systemd/system/deployctl-canary@.service, .timer", "the scheduled canary (deployctl canary install)"),
-    ("/etc/polkit-1/rules.d/50-deployctl.rules", "lets a group restart the inventory's units (deployctl polkit-rule)"),
+    ("/etc/systemd/system/deployctl-canary@DEPLOYMENT.timer.d/schedule.conf",
+     "a deployment's canary schedule (deployctl canary install --every)"),
+    ("/etc/polkit-1/rules.d/50-deployctl.rules", "lets the group deployctl restart the inventory's units "
+     "(deployctl polkit-rule; scripts/install creates the group: usermod -aG deployctl USER adds an operator)"),
+    ("/opt/deployctl/venv/", "deployctl's own venv, made by scripts/install ($DEPLOYCTL_VENV); "
+     "scripts/install --uninstall removes it and every file it wrote (the units, links, page, completion and rule), "
+     "keeping /etc/deployctl and the ledger; --uninstall --purge removes the ledger and the group too"),
+    ("/usr/local/bin/deployctl", "scripts/install's link to the venv's deployctl"),
+    ("/usr/local/share/man/man1/deployctl.1", "this page (pip and pipx put it under their own share/man/man1)"),
+    ("/usr/local/share/bash-completion/completions/deployctl", "bash completion (read through the bash-completion "
+     "package, which scripts/install installs)"),
+    ("/usr/local/share/zsh/site-functions/_deployctl, /usr/local/share/fish/vendor_completions.d/deployctl.fish",
+     "zsh and fish completion"),
 )
 
 

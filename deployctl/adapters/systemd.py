@@ -317,6 +317,11 @@ class Systemd:
         await self._manager("EnableUnitFiles", "asbb", [files, False, True])
         await self.reload()
 
+    async def disable_unit_files(self, files: list[str]) -> None:
+        """``systemctl disable FILES`` (their [Install] symlinks removed), then a daemon-reload."""
+        await self._manager("DisableUnitFiles", "asb", [files, False])
+        await self.reload()
+
     # --- transient units (deployctl.adapters.transient builds their properties) --------------------
 
     async def start_transient(self, name: str, properties: list[Property],

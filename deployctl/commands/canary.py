@@ -20,7 +20,8 @@ from deployctl.console.upload import refuse_lasting_use
 from deployctl.decisions.canary import every_to_calendar
 from deployctl.errors import ExitCode, InputError, UsageError
 from deployctl.flows.canary import QUIET, live_after, most_serious, rebaseline_live, run_one
-from deployctl.operations.canary_units import Paths, install as install_units, private_tmp_for, protect_home_for
+from deployctl.operations.canary_units import Paths, canary_timer_name, install as install_units, install_plan
+from deployctl.operations.canary_units import private_tmp_for, protect_home_for
 from deployctl.operations.site import make_site
 
 
@@ -30,7 +31,8 @@ DESCRIPTION = """\
 `deployctl canary DEPLOYMENT` (or --all) runs once, now; `deployctl canary install DEPLOYMENT [--every
 PERIOD]` schedules it: writes deployctl-canary@.service and .timer with this installation's paths and
 enables deployctl-canary@DEPLOYMENT.timer over D-Bus (PERIOD: 1min at least; 15min, 6h, 1d; default 6h).
---every only schedules: given to a run, it is refused rather than ignored.
+All or nothing: systemd is reached first, and a failure puts the files back as they were; --dry-run prints
+what it would write and enable. --every only schedules: given to a run, it is refused rather than ignored.
 
 Run by a timer or cron, once per deployment (or --all):
 
@@ -83,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{textfile.DEFAULT_TEXTFILE_DIR} when it exists)")
     parser.add_argument("--every", metavar="PERIOD", default=None,
                         help="with install: how often the timer runs it (1min at least; 15min, 6h, 1d; default 6h)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with install: print the files it would write and the timer it would enable; change nothing")
 
 
 def _complete_target(prefix: str, parsed_args: argparse.Namespace, **kwargs: Any) -> list[str]:
@@ -100,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
     args.target = _targets(args)
     if args.target[:1] == ["install"]:
         return install(args)
+    if args.dry_run:  # a run's watch changes nothing, but it may try a candidate: never pretend it would not
+        raise UsageError("--dry-run goes with `canary install`; nothing else of canary has one",
+                         hint="`deployctl canary install DEPLOYMENT --dry-run` shows what install would write")
     if args.target[:1] == ["rebaseline"]:
         return rebaseline(args)
     if args.every is not None:  # a run happens now, once: a schedule given to it would be silently lost
@@ -145,6 +152,13 @@ def install(args: argparse.Namespace) -> int:
                   state_dir=str(site.state_dir.resolve()), textfile_dir=str(metrics) if metrics else None,
                   unit_dir=str(site.endpoint.unit_dir), runtime_unit_dir=str(site.endpoint.runtime_dir),
                   backup_dir=str(site.endpoint.backup_dir) if site.endpoint.backup_dir else None)
+    if args.dry_run:
+        for path, text in install_plan(site, paths, calendar, delay_s).items():
+            state = "new" if not path.exists() else "unchanged" if path.read_text() == text else "changed"
+            print(f"would write {path} ({state})")
+        print(f"would enable and start {canary_timer_name(site.name)}: a canary of {site.name} every {args.every} "
+              f"({calendar}, up to {delay_s} s later); nothing was changed")
+        return ExitCode.OK
     written = asyncio.run(install_units(site, paths, calendar, delay_s))
     if args.verbose:
         print("\n".join(f"wrote {w}" for w in written[:-1]))

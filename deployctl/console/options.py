@@ -158,6 +158,19 @@ def complete_profiles(prefix: str, parsed_args: argparse.Namespace, **_: Any) ->
     return [name for name in names if name.startswith(prefix)]
 
 
+def complete_profile_or_deployment(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """The first word of ``VERB PROFILE [-d D]`` / ``VERB D PROFILE`` (promote, bisect): either one, until -d
+    names the deployment."""
+    deployments = [] if parsed_args.deployment else complete_deployments(prefix, parsed_args)
+    return deployments + [name for name in complete_profiles(prefix, parsed_args) if name not in deployments]
+
+
+def complete_second_profile(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """The second word of ``VERB D PROFILE``: the profiles of D, which argparse placed in ``profile``."""
+    named = argparse.Namespace(**{**vars(parsed_args), "deployment": parsed_args.deployment or parsed_args.profile})
+    return complete_profiles(prefix, named)
+
+
 def complete_releases(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """The newest release ids of the ledger (of -d DEPLOYMENT, when named), newest first."""
     from deployctl.adapters.ledger import LEDGER_FILE, Ledger, resolve_state_dir

@@ -13,7 +13,13 @@ from typing import Iterator
 from deployctl.adapters.ledger import LEDGER_FILE, Ledger, live_release, resolve_state_dir, who_from_env
 from deployctl.adapters.lock import DeploymentLock
 from deployctl.console.inventory_args import load_inventory_from_args
-from deployctl.console.options import DEPLOYMENT_HELP, add_deployment, add_profile, complete_profiles
+from deployctl.console.options import (
+    DEPLOYMENT_HELP,
+    add_deployment,
+    add_profile,
+    complete_profile_or_deployment,
+    complete_second_profile,
+)
 from deployctl.decisions import machine as m
 from deployctl.decisions.records import Release
 from deployctl.decisions.report import live_release_line
@@ -33,10 +39,11 @@ def add_candidate_arguments(parser: argparse.ArgumentParser, *, profile_help: st
     """What promote and bisect both take: ``VERB PROFILE [-d D]``, ``VERB D PROFILE`` and ``--profile P``;
     --dry-run, --skip-preflight and --fresh-baseline."""
     parser.add_argument("profile", metavar="PROFILE", nargs="?", help=profile_help
-                        ).completer = complete_profiles  # type: ignore[attr-defined]
+                        ).completer = complete_profile_or_deployment  # type: ignore[attr-defined]
     add_profile(parser, default=None, help="the same as PROFILE, named as check, render and restart name it",
                 dest="profile_option")
-    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS)  # `VERB D PROFILE`: the alias of -d D
+    parser.add_argument("second", nargs="?", help=argparse.SUPPRESS  # `VERB D PROFILE`: the alias of -d D
+                        ).completer = complete_second_profile  # type: ignore[attr-defined]
     add_site_arguments(parser, alias=False, help="the deployment (optional when the inventory has only one; also "
                                                  "accepted as the first of two positional arguments)")
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)

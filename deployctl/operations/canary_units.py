@@ -9,19 +9,23 @@ over D-Bus; the schedule of one deployment is a drop-in of its timer instance.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from deployctl.adapters.transient import TransientService, timer_properties
 from deployctl.adapters.unitfiles import atomic_write
-from deployctl.errors import InputError, SystemdError
+from deployctl.errors import DeployctlError, InputError, SystemdError
 from deployctl.inventory.policy import Policy
 from deployctl.operations.site import Site
 from deployctl.unit_escape import environment_assignment, exec_arg, list_item
+
+if TYPE_CHECKING:
+    from deployctl.adapters.systemd import Systemd
 
 CANARY_SERVICE = "deployctl-canary@.service"
 CANARY_TIMER = "deployctl-canary@.timer"
@@ -178,34 +182,92 @@ def unit_texts(policy: Policy, paths: Paths) -> dict[str, str]:
             PROMOTE_SERVICE: promote_service(paths, stop_s)}
 
 
-async def install(site: Site, paths: Paths, calendar: str, delay_s: int) -> list[str]:
-    """Write the units and the instance's schedule, enable and start its timer; the timer's name back."""
+def install_plan(site: Site, paths: Paths, calendar: str, delay_s: int) -> dict[Path, str]:
+    """The files ``canary install`` writes, with their texts (its --dry-run prints them)."""
     unit_dir = site.unit_files().unit_dir
-    timer = f"deployctl-canary@{site.name}.timer"
     try:
         texts = unit_texts(site.policy, paths)
     except UnitValueError as exc:
         raise InputError(f"cannot write the canary's units: {exc}; nothing was written or enabled",
                          hint="install deployctl, the inventory and the state directory under paths without "
                               "control characters") from None
+    return {**{unit_dir / name: text for name, text in texts.items()},
+            unit_dir / f"{canary_timer_name(site.name)}.d" / "schedule.conf": schedule_dropin(calendar, delay_s)}
+
+
+def canary_timer_name(deployment: str) -> str:
+    return f"deployctl-canary@{deployment}.timer"
+
+
+async def install(site: Site, paths: Paths, calendar: str, delay_s: int) -> list[str]:
+    """Write the units and the instance's schedule, enable and start its timer; the files and the timer's
+    name back. All or nothing: systemd is reached before anything is written, and a failure after that
+    puts every file back as it was (the timer disabled again)."""
+    plan = install_plan(site, paths, calendar, delay_s)
+    timer = canary_timer_name(site.name)
     try:
-        # ReadWritePaths= of a missing state directory fails the unit; a missing textfile one stays read-only.
-        for directory in (site.state_dir, Path(paths.textfile_dir) if paths.textfile_dir else None):
-            if directory is not None:
+        systemd = await site.endpoint.connect()
+    except DeployctlError as exc:
+        raise _also(exc, "nothing of the canary's install was written") from None
+    # ReadWritePaths= of a missing state directory fails the unit; a missing textfile one stays read-only.
+    directories = [site.state_dir, *([Path(paths.textfile_dir)] if paths.textfile_dir else []),
+                   *{path.parent for path in plan}]
+    made = [d for d in directories if not d.exists()]
+    before = {path: path.read_text() if path.exists() else None for path in plan}
+    enabled = False
+    try:
+        try:
+            for directory in directories:
                 directory.mkdir(parents=True, exist_ok=True)
-        for name, text in texts.items():
-            atomic_write(unit_dir / name, text)
-        (unit_dir / f"{timer}.d").mkdir(parents=True, exist_ok=True)
-        atomic_write(unit_dir / f"{timer}.d" / "schedule.conf", schedule_dropin(calendar, delay_s))
-    except OSError as exc:
-        raise SystemdError(f"cannot write the canary's units in {unit_dir}: {exc}", hint="run as root") from exc
-    systemd = await site.endpoint.connect()
-    try:
+            for path, text in plan.items():
+                atomic_write(path, text)
+        except OSError as exc:
+            raise SystemdError(f"cannot write the canary's units in {site.unit_files().unit_dir}: {exc}",
+                               hint="run as root") from exc
         await systemd.enable_unit_files([timer])
+        enabled = True
         (await systemd.start(timer)).check()
+    except BaseException as exc:  # Ctrl-C too: the files go back
+        undone = await _undo(systemd, before, made, timer if enabled else None)
+        if isinstance(exc, DeployctlError):
+            raise _also(exc, undone) from None
+        raise
     finally:
         await systemd.close()
-    return [str(unit_dir / n) for n in (CANARY_SERVICE, CANARY_TIMER, PROMOTE_SERVICE)] + [timer]
+    return [str(path) for path in plan] + [timer]
+
+
+def _also(exc: DeployctlError, more: str) -> DeployctlError:
+    """``exc``, its message saying ``more`` (what became of the files)."""
+    exc.message = f"{exc.message}; {more}"
+    exc.args = (exc.message,)
+    return exc
+
+
+async def _undo(systemd: Systemd, before: dict[Path, str | None], made: list[Path], enabled: str | None) -> str:
+    """Put the files of a failed install back as they were; what it says about them."""
+    left = []
+    for path, text in before.items():
+        try:
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write(path, text)
+        except OSError:
+            left.append(str(path))
+    for directory in sorted(made, key=lambda d: len(d.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty: something else put a file there meanwhile
+            directory.rmdir()
+    try:
+        if enabled:
+            await systemd.disable_unit_files([enabled])
+        else:
+            await systemd.reload()
+    except DeployctlError:
+        left.append(f"{enabled or 'the units'} in systemd until `systemctl daemon-reload`")
+    if left:
+        return f"could not put back: {', '.join(left)}"
+    return "nothing of the canary's install was kept (its files are as they were)"
 
 
 def recheck_timer(deployment: str) -> str:

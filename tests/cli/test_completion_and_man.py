@@ -1,11 +1,14 @@
-"""Shell completion through the script bootstrap installs (bash runs argcomplete's hook as a shell would), and
-the man page bootstrap generates from the parser."""
+"""Shell completion through the script bootstrap installs (bash runs argcomplete's hook as a shell would), the
+man page bootstrap generates from the parser, and share/: the page and completions the wheel carries."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+
+from pathlib import Path
 
 import pytest
 from testpaths import REPO
@@ -51,6 +54,32 @@ def test_bash_completes_verbs_options_and_profiles() -> None:
     assert complete(f"deployctl render -i {EXAMPLE} glm5 c") == ["candidate"]  # VERB DEPLOYMENT PROFILE
     assert complete(f"deployctl canary -i {EXAMPLE} ins") == ["install"]
     assert complete(f"deployctl canary -i {EXAMPLE} install g") == ["glm5"]
+
+
+def test_promote_and_bisect_complete_the_profiles_of_the_deployment_before_them() -> None:
+    # `VERB D PROFILE`: argparse puts D in PROFILE and PROFILE in the hidden second word, which completed
+    # nothing, so bash offered the directory's files
+    assert complete(f"deployctl promote -i {EXAMPLE} glm5 c") == ["candidate"]
+    assert complete(f"deployctl bisect -i {EXAMPLE} glm5 c") == ["candidate"]
+    offered = complete(f"deployctl promote -i {EXAMPLE} glm5 ")
+    assert {"baseline", "candidate"} <= set(offered) and "pyproject.toml" not in offered
+    assert {"glm5", "qwen35", "candidate"} <= set(complete(f"deployctl promote -i {EXAMPLE} "))  # either first word
+
+
+def _undated(text: str) -> str:
+    return re.sub(r'^(\.TH \S+ "1" )"[^"]*"', r"\1DATE", text, count=1, flags=re.M)  # the page's date: its build's
+
+
+def test_share_holds_the_man_page_and_completions_of_this_parser(tmp_path: Path) -> None:
+    """The wheel's data files (share/, committed): what `python -m deployctl.install --share` makes now."""
+    done = subprocess.run([str(VENV_BIN / "python"), "-m", "deployctl.install", "--share", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert fresh == sorted(p.relative_to(REPO / "share") for p in (REPO / "share").rglob("*") if p.is_file())
+    for relative in fresh:
+        assert _undated((REPO / "share" / relative).read_text()) == _undated((tmp_path / relative).read_text()), \
+            f"share/{relative} is out of step with the parser: .venv/bin/python -m deployctl.install --share share"
 
 
 def test_man_deployctl_shows_the_verbs_and_the_exit_codes() -> None:

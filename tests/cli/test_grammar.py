@@ -94,6 +94,12 @@ def test_canary_refuses_every_on_a_run_and_install_has_help(capsys: pytest.Captu
     assert code == 0 and "deployctl canary install DEPLOYMENT [--every" in " ".join(out.split())
 
 
+def test_canary_dry_run_goes_with_install_only(capsys: pytest.CaptureFixture[str]) -> None:
+    for words in (["canary", "glm5", "--dry-run"], ["canary", "rebaseline", "glm5", "--dry-run"]):
+        code, _, err = run(words, capsys)
+        assert code == ExitCode.BAD_INPUT and "--dry-run goes with `canary install`" in err, err
+
+
 def test_bisect_dry_run_prints_the_plan_before_anything_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("DEPLOYCTL_UNIT_DIR", "DEPLOYCTL_RUNTIME_UNIT_DIR", "DEPLOYCTL_BACKUP_DIR"):

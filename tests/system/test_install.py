@@ -6,6 +6,10 @@ Debian host: it must put ``deployctl`` on PATH with its man page, completion, un
 from the wheel, and nothing of the test toolchain. Then, from another directory, the README's first
 hour: ``validate``, ``render``, ``check``, ``promote --dry-run``, ``man deployctl``, completion, and the
 demo (which boots its own sandboxed systemd) -- the one run of the demo in the suite.
+Before the install, ``--help`` and refusals must change nothing; after it, ``nobody`` runs deployctl
+(issue 44.4); a pip install of the wheel into a venv of its own has ``man deployctl`` (issue 38.6); at the end,
+``--uninstall`` removes every file the install wrote and keeps the ledger, ``--uninstall --purge`` does not
+(issue 44.11).
 The wheel is built as a user would (``python -m build``) and installed with ``--no-deps``: its
 dependencies come from the test environment through a .pth file (tests/support/runtime_site.py), so the
 test downloads nothing.
@@ -15,9 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from support.runtime_site import runtime_site
@@ -38,32 +45,66 @@ def _wheel(tmp: Path) -> Path:
     return wheel
 
 
+def _public_python() -> str:
+    """An interpreter of this Python's version that every user can run (the runtime site's packages are built
+    for this version; the test's own may live under root's private home, as pyenv's does)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        runs = subprocess.run(["runuser", "-u", "nobody", "--", candidate, "-c",
+                               "import sys, ensurepip; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True)
+        if runs.returncode == 0 and runs.stdout.strip() == version:
+            return candidate
+    pytest.skip(f"no Python {version} with ensurepip that every user can run (e.g. Debian's python3-venv)")
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Install into overlays; run the first hour's commands there; their outputs, by name."""
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Install into overlays; run the first hour's commands there, then uninstall; their outputs, by name."""
     if os.geteuid() != 0:
         pytest.skip("overlay mounts in a private mount namespace need root (CI runs as root)")
     tmp = tmp_path_factory.mktemp("install")
     wheel = _wheel(tmp)
-    deps = runtime_site(tmp / "runtime-site")
+    python = _public_python()
+    # Where every user can read it (the test's tmp is root's alone): the installer checks that `nobody` runs deployctl.
+    shared = Path(tempfile.mkdtemp(prefix="deployctl-runtime-site-"))
+    shared.chmod(0o755)
+    deps = runtime_site(shared / "site")
     out = tmp / "out"
     out.mkdir()
+    # /var/lib: a --purge gone wrong must not reach the host's ledger; bash-completion: this host lacks the
+    # package, which the installer would apt-get (a stand-in for it, in the overlay).
     overlays = "\n".join(
         f"mkdir -p {tmp}/upper{d} {tmp}/work{d}; "
         f"mount -t overlay overlay -o lowerdir={d},upperdir={tmp}/upper{d},workdir={tmp}/work{d} {d}"
-        for d in ("/etc", "/opt", "/usr/local"))
+        for d in ("/etc", "/opt", "/usr/local", "/var/lib", "/usr/share/bash-completion"))
+    ours = "find /usr/local /opt /etc/systemd/system /etc/polkit-1 -name '*deployctl*' 2>/dev/null | sort"
     script = f"""
 set -u
 {overlays}
+[ -f /usr/share/bash-completion/bash_completion ] || echo '# stands in for the package' >/usr/share/bash-completion/bash_completion
 # The venv the installer makes, made first only to hand it its dependencies (the installer keeps a venv).
-{sys.executable} -m venv {VENV} && echo {deps} > {SITE}/runtime-deps.pth
+{python} -m venv {VENV} && echo {deps} > {SITE}/runtime-deps.pth
 mkdir -p /etc/deployctl && cp {REPO}/inventory/example.yaml /etc/deployctl/inventory.yaml
-PIP_NO_DEPS=1 PIP_NO_INDEX=1 PYTHON={sys.executable} {REPO}/scripts/install {wheel} >{out}/install 2>&1
+run() {{ name=$1; shift; "$@" >{out}/$name 2>{out}/$name.err; echo $? >{out}/$name.rc; }}
+export PIP_NO_DEPS=1 PIP_NO_INDEX=1
+(cd {tmp}/upper && find . | sort) >{out}/upper.before
+run help {REPO}/scripts/install --help
+run help_short {REPO}/scripts/install -h
+run bogus {REPO}/scripts/install --bogus
+run purge_alone {REPO}/scripts/install --purge
+ln -s {sys.executable} {tmp}/private-python  # under the test's own 0700 directory: root's alone, as pyenv in /root
+run private env PYTHON={tmp}/private-python {REPO}/scripts/install {wheel}
+(cd {tmp}/upper && find . | sort) >{out}/upper.refused
+# From the checkout, as the README has it: the installer must use the package it installed, not ./deployctl
+(cd {REPO} && PYTHON={python} {REPO}/scripts/install {wheel}) >{out}/install 2>&1
 echo $? >{out}/install.rc
+(cd {tmp}/upper && find . | sort) >{out}/upper.installed
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent MANPAGER=cat MANWIDTH=120
 unset DEPLOYCTL_INVENTORY DEPLOYCTL_STATE_DIR VIRTUAL_ENV PYTHONPATH
 cd {tmp}
-run() {{ name=$1; shift; "$@" >{out}/$name 2>{out}/$name.err; echo $? >{out}/$name.rc; }}
+run nobody runuser -u nobody -- deployctl --version
+run group getent group deployctl
 run which command -v deployctl
 run pytest {VENV}/bin/python -c 'import pytest'
 run ansible {VENV}/bin/python -c 'import ansible'
@@ -80,14 +121,33 @@ run demo deployctl demo --keep {tmp}/keep
 export DEPLOYCTL_STATE_DIR={tmp}/keep/state DEPLOYCTL_INVENTORY={tmp}/keep/demo-inventory.yaml
 run history deployctl history
 run show deployctl show 2
+ls {tmp}/keep >{out}/kept
+# A pip user: the wheel into a venv of its own; man finds the page through PATH (bin/ -> share/man)
+{sys.executable} -m venv {tmp}/pip-venv && {tmp}/pip-venv/bin/python -m pip install -q --disable-pip-version-check {wheel}
+run pipman env PATH={tmp}/pip-venv/bin:$PATH man deployctl
+run pipcompletion cat {tmp}/pip-venv/share/bash-completion/completions/deployctl
+run uninstall {REPO}/scripts/install --uninstall
+{ours} >{out}/ours.uninstalled
+run group_kept getent group deployctl
+run inventory_kept test -f /etc/deployctl/inventory.yaml
+run ledger_kept test -f $DEPLOYCTL_STATE_DIR/ledger.sqlite3  # the demo's, exported above
+{python} -m venv {VENV} && echo {deps} > {SITE}/runtime-deps.pth  # its dependencies again, as before
+run reinstall env PYTHON={python} {REPO}/scripts/install {wheel}
+mkdir -p {tmp}/purged && touch {tmp}/purged/ledger.sqlite3
+run purge env DEPLOYCTL_STATE_DIR={tmp}/purged {REPO}/scripts/install --uninstall --purge
+{ours} >{out}/ours.purged
+run group_purged getent group deployctl
 """
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                          capture_output=True, text=True, timeout=420)
-    assert done.returncode == 0, done.stderr
-    results = {p.name: p.read_text() for p in out.iterdir()}
-    results["kept"] = " ".join(p.name for p in (tmp / "keep").iterdir()) if (tmp / "keep").is_dir() else ""
-    results["upper"] = "\n".join(sorted(str(p.relative_to(tmp / "upper")) for p in (tmp / "upper").rglob("*")))
-    return results
+    try:
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                              capture_output=True, text=True, timeout=480)
+        assert done.returncode == 0, done.stderr
+        results = {p.name: p.read_text() for p in out.iterdir()}
+        results["purged_left"] = " ".join(p.name for p in (tmp / "purged").iterdir()) if (tmp / "purged").exists() else ""
+        results["upper"] = "\n".join(line.removeprefix("./") for line in results["upper.installed"].splitlines())
+        yield results
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_the_install_puts_deployctl_on_path_and_its_files_where_the_host_looks(installed: dict[str, str]) -> None:
@@ -130,3 +190,44 @@ def test_the_demo_runs_from_the_installed_wheel_and_keeps_what_it_made(installed
     assert [line.split()[6] for line in installed["history"].splitlines() if " promote " in line] == ["rejected"] * 2
     assert installed["show.rc"].strip() == "0" and "max_running_requests fell from 48 to 26" in installed["show"]
     assert {"incident-a.html", "incident-b.html", "demo-inventory.yaml", "state"} <= set(installed["kept"].split())
+
+
+def test_help_and_a_wrong_argument_change_nothing(installed: dict[str, str]) -> None:
+    for name in ("help", "help_short"):
+        assert installed[f"{name}.rc"].strip() == "0", installed[f"{name}.err"]
+        assert installed[name].startswith("usage: scripts/install [WHEEL]") and "--uninstall" in installed[name]
+    for name in ("bogus", "purge_alone"):
+        assert installed[f"{name}.rc"].strip() == "2" and "usage: scripts/install" in installed[f"{name}.err"]
+    assert "unknown option --bogus" in installed["bogus.err"]
+    assert installed["upper.refused"] == installed["upper.before"]
+
+
+def test_the_install_is_for_every_user_with_a_group_for_its_polkit_rule(installed: dict[str, str]) -> None:
+    # an interpreter only root can run is refused before anything is made (the venv would link to it)
+    assert installed["private.rc"].strip() == "2", installed["private"] + installed["private.err"]
+    assert "cannot be run by other users" in installed["private.err"] and "PYTHON=/usr/bin/python3" in installed["private.err"]
+    assert installed["nobody.rc"].strip() == "0" and installed["nobody"].startswith("deployctl "), installed["nobody.err"]
+    assert installed["group.rc"].strip() == "0" and installed["group"].startswith("deployctl:")
+    assert "usermod -aG deployctl OPERATOR" in installed["install"]
+    assert "scripts/install --uninstall" in installed["install"]
+    # run from the checkout, it names the examples of the package it installed, not the checkout's
+    assert f"deployctl's examples: {SITE}/deployctl/share/inventory" in installed["install"], installed["install"]
+
+
+def test_a_pip_install_of_the_wheel_has_the_man_page_and_completion(installed: dict[str, str]) -> None:
+    assert installed["pipman.rc"].strip() == "0", installed["pipman.err"]
+    assert "EXIT STATUS" in installed["pipman"] and "deployctl promote" in installed["pipman"]
+    assert installed["pipcompletion.rc"].strip() == "0" and "_python_argcomplete" in installed["pipcompletion"]
+
+
+def test_uninstall_removes_what_the_install_wrote_and_keeps_the_ledger_unless_purged(installed: dict[str, str]) -> None:
+    assert installed["uninstall.rc"].strip() == "0", installed["uninstall"] + installed["uninstall.err"]
+    # nothing named deployctl left where the install writes (the host's own copies from scripts/bootstrap neither)
+    assert installed["ours.uninstalled"] == "", installed["uninstall"]
+    assert installed["inventory_kept.rc"].strip() == "0" and installed["ledger_kept.rc"].strip() == "0"
+    assert f"removed {VENV}" in installed["uninstall"] and "kept /etc/deployctl" in installed["uninstall"]
+    assert installed["group_kept.rc"].strip() == "0"
+    assert installed["reinstall.rc"].strip() == "0", installed["reinstall"] + installed["reinstall.err"]
+    assert installed["purge.rc"].strip() == "0", installed["purge"] + installed["purge.err"]
+    assert installed["ours.purged"] == ""
+    assert installed["purged_left"] == "" and installed["group_purged.rc"].strip() != "0"
