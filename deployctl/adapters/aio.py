@@ -1,5 +1,5 @@
 """asyncio helpers the adapters share: a timeout that never swallows a cancellation, and a teardown
-that really ends its tasks.
+that really ends its tasks, and a kill that leaves reaping to asyncio.
 
 Why not ``asyncio.wait_for``: on Python ≤ 3.11, when the awaited call completes in the same loop
 iteration as the caller's cancellation, ``wait_for`` returns the result and drops the cancellation
@@ -12,6 +12,8 @@ tests/unit/test_aio.py).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from typing import Any, Awaitable, Iterable, TypeVar
 
 T = TypeVar("T")
@@ -52,3 +54,19 @@ async def cancel_all(tasks: Iterable["asyncio.Task[Any]"]) -> None:
             task.exception()  # retrieved: an error in a task being torn down is not news
     if interrupted:
         raise asyncio.CancelledError
+
+
+def kill_child(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL an asyncio child that may have exited already; asyncio's child watcher reaps it.
+
+    Not ``proc.kill()``: on Python ≤ 3.11 ``Popen.send_signal`` first polls with ``waitpid``, and a child that
+    had just exited is then reaped behind the watcher's back, which logs "Unknown child process pid N, will
+    report returncode 255" into the verb's stderr (seen in a canary watch's cron output under load). A zombie
+    keeps its pid until the watcher reaps it, so the signal cannot reach another process.
+    """
+    if proc.returncode is not None:
+        return
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # reaped and gone between the check and the signal
+        pass

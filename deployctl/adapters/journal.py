@@ -26,7 +26,7 @@ import logging
 import re
 from typing import Any, Callable, Sequence
 
-from deployctl.adapters.aio import bounded
+from deployctl.adapters.aio import bounded, kill_child
 from deployctl.errors import SystemdError
 from deployctl.startup.journal_line import JournalLine
 
@@ -130,10 +130,8 @@ class Follower:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        # After EOF journalctl has exited: killing it then would reap it behind asyncio's child watcher
-        # (Popen.send_signal polls first), which then logs "Unknown child process".
-        if not self._eof and proc.returncode is None:
-            proc.kill()
+        if not self._eof:  # after EOF journalctl has exited by itself
+            kill_child(proc)
         try:
             await bounded(proc.wait(), _EXIT_WAIT_S)
         except asyncio.TimeoutError:  # its pipe still open somewhere: do not hang the caller on it

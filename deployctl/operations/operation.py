@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TextIO
 
+from deployctl.adapters.aio import kill_child
 from deployctl.adapters.journal import decode_message, journal_argv
 from deployctl.adapters.systemd import Systemd
 from deployctl.adapters.transient import TransientService, escape_unit_part, operation_unit
@@ -219,8 +220,7 @@ async def _read_journal(argv: list[str], seen: _Lines, out: TextIO, err: TextIO)
             stream.write(text + "\n")
             stream.flush()
     finally:
-        if proc.returncode is None:
-            proc.kill()
+        kill_child(proc)
         await proc.wait()
 
 

@@ -4,11 +4,12 @@ that swallowed one. The first case is the `deployctl restart` hang (asyncio.wait
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 
 import pytest
 
-from deployctl.adapters.aio import bounded, cancel_all
+from deployctl.adapters.aio import bounded, cancel_all, kill_child
 
 
 async def _cancel_as_the_call_completes(wrap) -> asyncio.Task:
@@ -74,3 +75,16 @@ async def test_cancel_all_ends_a_task_that_swallows_its_first_cancellation() -> 
     await asyncio.sleep(0)
     await cancel_all(tasks)
     assert ended.is_set() and all(t.done() for t in tasks)
+
+
+async def test_kill_child_ends_a_running_child_and_leaves_an_exited_one_to_the_watcher(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    running = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(30)")
+    kill_child(running)
+    assert await running.wait() == -9
+    exited = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await exited.wait()
+    kill_child(exited)  # a no-op: no signal, no waitpid behind asyncio's back
+    assert exited.returncode == 0
+    assert "Unknown child process" not in caplog.text
+
