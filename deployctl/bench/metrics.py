@@ -25,6 +25,7 @@ from deployctl.bench.result import (
     RequestSample,
     TrialResult,
 )
+from deployctl.bench.records import RequestRecord
 from deployctl.bench.stalls import find_stall
 
 DONE = b"[DONE]"
@@ -127,20 +128,6 @@ def _interned(value: float, cache: dict[float, float]) -> float:
     # Rounded gaps repeat a lot; sharing one float object per value keeps a sample's ITL tuple at
     # ~8 bytes per token instead of 32 (C=1024 × 2048 requests × 1000 tokens is 2M gaps per level).
     return cache.setdefault(value, value)
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    sample: RequestSample
-    t_sent: float
-    t_first: float | None
-    t_end: float
-    reads: int
-    multi_event_reads: int
-    max_tokens: int
-    # (arrival times, server emission times) per content chunk, only when asked for (keep_emit_ts):
-    # the client-overhead benchmark compares them against a server that stamps each chunk.
-    chunk_times: tuple[array, array] | None = None
 
 
 @dataclass(frozen=True)

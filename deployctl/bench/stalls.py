@@ -19,10 +19,9 @@ server's behaviour (C above the capacity queues its tail every time), never set 
 from __future__ import annotations
 
 from statistics import median
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:  # metrics calls find_stall when it summarizes a trial
-    from deployctl.bench.metrics import RequestRecord
+from deployctl.bench.records import RequestRecord
 
 # A gap must be this long, and this many times the typical inter-token latency, to count: a prefill step
 # of a large admitted batch pauses decoding for a fraction of a second on its own.

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from deployctl.adapters.http_load import LoadClient, LoadError
-from deployctl.bench.metrics import ClientCheck, RequestRecord, StreamRecorder, percentiles
+from deployctl.bench.metrics import ClientCheck, StreamRecorder, percentiles
+from deployctl.bench.records import RequestRecord
 from deployctl.bench.plan import COMPLETIONS_PATH, LevelPlan, LoadRequest
 
 _LAG_PROBE_S = 0.05

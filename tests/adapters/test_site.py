@@ -10,12 +10,14 @@ from deployctl.commands.demo import demo_inventory
 from deployctl.errors import InputError
 from deployctl.inventory.model import load_inventory
 from deployctl.inventory.policy import JudgePolicy, Policy
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.operations.site import make_site
 
 
 def test_limits_follow_the_policy():
     lim = limits(Policy(judge=JudgePolicy(min_trials=2, max_trials=5, inconclusive="keep_candidate")), preflight=False)
-    assert lim.bench_rounds == 4 and lim.keep_when_inconclusive and not lim.preflight
+    # max_trials − min_trials + 1 rounds reach max_trials; MAX_STALL_EXTRA more for trials a stall set aside
+    assert lim.bench_rounds == 4 + MAX_STALL_EXTRA and lim.keep_when_inconclusive and not lim.preflight
 
 
 @pytest.fixture

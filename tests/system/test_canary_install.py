@@ -15,7 +15,7 @@ from deployctl.errors import ExitCode
 from deployctl.sandbox import Sandbox
 from testpaths import REPO
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.parallel]  # no verdicts: what is written, refused or restored
 
 TIMER = "deployctl-canary@glm5.timer"
 UNITS = ("deployctl-canary@.service", "deployctl-canary@.timer", "deployctl-promote@.service")

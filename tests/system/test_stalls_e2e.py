@@ -24,7 +24,7 @@ from support.promote_world import POLICY, Cli, installed_profile, one_deployment
 from deployctl.errors import ExitCode
 from deployctl.sandbox import Sandbox
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.system, pytest.mark.serial, pytest.mark.timeout(300)]  # a neutral candidate kept: a close verdict
 
 DEP = "glm5-sim"
 STALLS = "batch_stall:0.1:10"

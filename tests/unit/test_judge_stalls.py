@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from support.sweeps import sweep, trial
 
-from deployctl.bench.metrics import RequestRecord
+from deployctl.bench.records import RequestRecord
 from deployctl.bench.result import RequestSample
 from deployctl.bench.stalls import find_stall
 from deployctl.inventory.policy import JudgePolicy
