@@ -101,7 +101,10 @@ def test_a_slowdown_under_users_is_found_from_metrics_alone_without_a_request_of
 
 
 @pytest.mark.timeout(480)
-def test_after_a_rebaseline_of_a_real_8_pct_slowdown_later_watches_of_the_unchanged_server_pass(world, tmp_path):
+def test_after_a_rebaseline_of_a_real_slowdown_later_watches_of_the_unchanged_server_pass(world, tmp_path):
+    # The field case was an 8 % step; here 0.6 of the speed, beyond the world's 10 % limit by construction (an 8 %
+    # step against that limit read −7.4 %: PASS, on a quiet CI machine). The series after the rebaseline is the
+    # subject, whatever the step's size.
     # A ledger of its own (the release restarted into it), so its series holds only this test's watches.
     cli = Cli(world[0].box, world[0].inventory, tmp_path / "state")
     dep = world[1]
@@ -109,7 +112,7 @@ def test_after_a_rebaseline_of_a_real_8_pct_slowdown_later_watches_of_the_unchan
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     with UserLoad(dep["port"], workers=2, max_tokens=64, max_requests=20_000, max_s=420) as users:
         quiet = [_canary(cli) for _ in range(3)]  # the first window pins the passive reference
-        with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.92"):
+        with slowed(cli.box, dep["unit"], dep["port"], "SGLANG_SIM_THROUGHPUT_FACTOR=0.6"):
             degraded = _canary(cli)
             pinned = cli("canary", "rebaseline", NAME, timeout=120)  # the operator accepts the new speed
             later = []
@@ -120,7 +123,8 @@ def test_after_a_rebaseline_of_a_real_8_pct_slowdown_later_watches_of_the_unchan
     assert [q.returncode for q in quiet] == [ExitCode.OK] * 3, [q.stdout + q.stderr for q in quiet]
     assert degraded.returncode == ExitCode.CANARY_DEGRADED, degraded.stdout + degraded.stderr
     assert pinned.returncode == 0 and "pinned a passive reference" in pinned.stdout, pinned.stdout + pinned.stderr
-    # Before the fix: exit 20 at every one, "C=2: a persistent step of −8 % from watch 4 of 5 (change point …)".
+    # Before the fix: exit 20 at every one, "C=2: a persistent step of −8 % from watch 4 of 5 (change point …)"
+    # (at the field's 8 % step).
     assert [w.returncode for w in later] == [ExitCode.OK] * 3, [w.stdout + w.stderr for w in later]
     assert later_watch["mode"] == "passive" and later_watch["health"] == "ok", later_watch
     assert later_watch["change_points"] == [], later_watch

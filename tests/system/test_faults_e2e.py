@@ -33,6 +33,7 @@ from support.clirun import free_port
 from support.promote_world import REPO, Cli, healthy
 
 from deployctl.errors import ExitCode
+from deployctl.judge.stalls import MAX_STALL_EXTRA
 from deployctl.sandbox import Sandbox
 from deployctl.units.stamp import unit_hash
 
@@ -290,11 +291,12 @@ def test_a_candidate_whose_speed_swings_is_inconclusive_exit_11_and_the_baseline
     assert release["finished_at"] is not None and release["live"] == 0
     reasons = " ".join(json.loads(release["reasons_json"]))
     assert "max_trials 3 reached" in reasons and "the policy keeps the baseline" in reasons, reasons
-    # The judge asked for the third trial before it gave up: all three are in the ledger, swung apart.
+    # The judge asked for the third trial before it gave up: all are in the ledger, swung apart (one more when the
+    # stall rule took a trial far below the best for a suspect and asked again: judge.stalls).
     candidate = world.bench(out["release"], "candidate")
     [level] = candidate["levels"]
     speeds = [t["output_tok_s"] for t in level["trials"]]
-    assert len(speeds) == 3 and min(speeds) < 0.6 * max(speeds), speeds
+    assert 3 <= len(speeds) <= 3 + MAX_STALL_EXTRA and min(speeds) < 0.6 * max(speeds), speeds
 
     live = world.live_release()
     assert live["id"] == (live_before["id"] if live_before else release["previous_id"])
