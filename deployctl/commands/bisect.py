@@ -14,10 +14,10 @@ from deployctl.console.options import shift_deployment
 from deployctl.console.output import emit, emit_json
 from deployctl.console.release_verbs import add_candidate_arguments, locked, site_from_args
 from deployctl.decisions.bisect_search import worst_case_trials
-from deployctl.decisions.cost import wall
 from deployctl.errors import ExitCode, UsageError
 from deployctl.flows.bisect import bisect, installed_base, recorded_rejection, search_changes
 from deployctl.judge.reuse import BASELINE_MAX_AGE_S
+from deployctl.judge.wording import duration
 from deployctl.operations.site import Site
 
 
@@ -111,7 +111,7 @@ def dry_run(site: Site, profile: str, *, as_json: bool) -> int:
     lines.append(f"  worst case for one culprit: {trials} trial(s) ({2 * trials} restarts with rollbacks), the last "
                  "one the promote of the candidate minus the culprit; each interacting change adds ⌈log2 n⌉ + 1")
     lines.append(f"  worst case for one culprit, each trial at a promote's expected cost: "
-                 f"{trials * cost.expected_gpu_h:.2f} GPU-hours ({wall(trials * cost.expected_s)} on {cost.gpus} GPU(s));"
+                 f"{trials * cost.expected_gpu_h:.2f} GPU-hours ({duration(trials * cost.expected_s)} on {cost.gpus} GPU(s));"
                  f" a promote here: {cost.basis}")
     lines.append(f"  budget (policy bisect): {budget.max_restarts} restarts, {budget.max_bench_s:.0f} s of benchmark")
     emit(lines)

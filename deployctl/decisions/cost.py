@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from deployctl.inventory.policy import Policy
+from deployctl.judge.wording import duration
 
 
 # With no history: a trial and a server start of this long, and one start plus its rollback (promotes made
@@ -76,9 +77,9 @@ class CostEstimate:
         return self.worst_s * self.gpus / 3600.0
 
     def describe(self) -> list[str]:
-        return [f"cost: expected {self.expected_gpu_h:.2f} GPU-hours ({wall(self.expected_s)} on {self.gpus} GPU(s):"
+        return [f"cost: expected {self.expected_gpu_h:.2f} GPU-hours ({duration(self.expected_s)} on {self.gpus} GPU(s):"
                 f" {self.expected_trials:.1f} trials, {self.expected_starts:.1f} server starts), worst case"
-                f" {self.worst_gpu_h:.2f} GPU-hours ({wall(self.worst_s)}: {self.worst_trials} trials,"
+                f" {self.worst_gpu_h:.2f} GPU-hours ({duration(self.worst_s)}: {self.worst_trials} trials,"
                 f" {self.worst_starts} server starts)",
                 f"  the estimate rests on {self.basis}"]
 
@@ -146,8 +147,8 @@ def eta(cost: CostEstimate, elapsed_s: float) -> str:
     it, the worst case is what bounds the wait."""
     left = cost.expected_s - elapsed_s
     if left > 0:
-        return f"ETA {wall(left)} (expected {wall(cost.expected_s)})"
-    return f"past the expected {wall(cost.expected_s)}; worst case {wall(cost.worst_s)}"
+        return f"ETA {duration(left)} (expected {duration(cost.expected_s)})"
+    return f"past the expected {duration(cost.expected_s)}; worst case {duration(cost.worst_s)}"
 
 
 def spent(promote: PastPromote, gpus: int) -> float:
@@ -165,12 +166,3 @@ def server_gpus(flags: Mapping[str, Any], host_gpus: int) -> int:
             named = True
             product *= int(value)
     return product if named else host_gpus
-
-
-def wall(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.5 h``: a duration as an operator reads it."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from deployctl.bench.result import BenchResult
 from deployctl.judge.stats import NoiseEstimate, pool
 from deployctl.judge.metrics import METRICS
+from deployctl.judge.wording import duration
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,12 @@ def reuse_decision(
             reasons.append(f"{label} changed: {was} → {is_}")
     age = now - measured_at
     if age > max_age_s:
-        reasons.append(f"measured {_age(age)} ago, older than the {_age(max_age_s)} allowed")
+        reasons.append(f"measured {duration(age)} ago, older than the {duration(max_age_s)} allowed")
     elif age < 0:
         reasons.append("measured in the future: the clock moved back")
     if reasons:
         return ReuseDecision(False, tuple(reasons))
-    return ReuseDecision(True, (f"the baseline measured {_age(age)} ago matches unit, sweep, host, SGLang, GPU, "
+    return ReuseDecision(True, (f"the baseline measured {duration(age)} ago matches unit, sweep, host, SGLang, GPU, "
                                 "driver, power limit and clocks",))
 
 
@@ -151,14 +152,6 @@ def _pct(log_change: float) -> str:
     return f"{100 * math.expm1(log_change):+.1f} %".replace("-", "−")
 
 
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 @dataclass(frozen=True)
 class ReuseAccount:
     """What reusing a baseline saved, for promote's output and the ledger: counted, not guessed."""
@@ -174,6 +167,6 @@ class ReuseAccount:
         return (self.baseline_trials - self.confirmation_trials) * self.trial_s
 
     def describe(self) -> str:
-        return (f"baseline: reused the measurement of release {self.reused_from} ({_age(self.age_s)} old), "
+        return (f"baseline: reused the measurement of release {self.reused_from} ({duration(self.age_s)} old), "
                 f"checked by {self.confirmation_trials} confirmation trial(s) instead of {self.baseline_trials} "
                 f"baseline trials: {self.saved_s:.0f} s of benchmark saved")

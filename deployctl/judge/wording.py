@@ -23,3 +23,12 @@ def signed(v: float) -> str:
     if text in ("+0.0", "-0.0"):
         return "±0.0"
     return text.replace("-", "−")
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``: a duration as an operator reads it (an age, a cost, an ETA)."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
